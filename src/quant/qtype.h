@@ -42,6 +42,12 @@ enum class QType : uint32_t {
   TQ1_0 = 34,
   TQ2_0 = 35,
   MXFP4 = 39,
+  // Element types of safetensors checkpoints that GGUF does not define. Their ids lie outside
+  // GGUF's range, so a GGUF file can never name them (qtype_traits(id) marks them !in_gguf).
+  F8_E4M3 = 1000,
+  F8_E5M2 = 1001,
+  U8 = 1002,
+  BOOL = 1003,
 };
 
 struct QTypeTraits {
@@ -49,10 +55,12 @@ struct QTypeTraits {
   std::string_view name;  // as llama.cpp and gguf-py print it: "Q4_K", "BF16"
   uint32_t block_size;    // elements per block (1 for plain types)
   uint32_t block_bytes;   // bytes per block
-  bool is_float;          // dequantizable to float32 (false for the integer types I8..I64)
+  bool is_float;          // a floating or quantized format (false for I8..I64, U8, BOOL)
+  bool in_gguf;           // a type id GGUF files may use
 };
 
-// Traits of a known type; nullopt for ids the format does not define (or has retired).
+// Traits of a known type id (GGUF's or ours); nullopt for ids nobody defines. Callers reading a
+// GGUF file must also check in_gguf.
 std::optional<QTypeTraits> qtype_traits(uint32_t type_id);
 const QTypeTraits& traits_of(QType type);
 std::optional<QType> qtype_from_name(std::string_view name);  // case-insensitive
