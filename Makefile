@@ -30,10 +30,10 @@ fuzz: setup
 	@scripts/run_fuzzers.sh $(or $(SECONDS_EACH),60)
 
 format:
-	@find src tests bench dev -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' 2>/dev/null | xargs clang-format -i
+	@git ls-files -co --exclude-standard -- '*.cpp' '*.h' '*.cu' '*.cuh' | xargs clang-format -i
 
-lint: build
-	@find src tests bench -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror
+lint:
+	@tools/check_format.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -1,15 +1,49 @@
-// CUDA backend entry: device discovery. The kernels arrive with the CUDA backend issue; this
-// unit proves the toolchain builds for the target architectures and reports the device count.
+// Device discovery and the smoke-test kernel of the CUDA backend. Errors are returned, not
+// thrown: this unit sits below the public API and must not let CUDA failures abort the process.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_device.h"
 
 namespace sluice::cuda {
+namespace {
+
+__global__ void iota_kernel(float scale, float* out, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = float(i) * scale;
+}
+
+bool ok(cudaError_t status, const char* what, std::string* error) {
+  if (status == cudaSuccess) return true;
+  if (error) *error = std::string(what) + ": " + cudaGetErrorString(status);
+  return false;
+}
+
+}  // namespace
 
 int device_count() {
   int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;  // no driver or no device
+  if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
   return count;
+}
+
+std::string describe_device(int index) {
+  cudaDeviceProp properties{};
+  if (cudaGetDeviceProperties(&properties, index) != cudaSuccess) return "unknown device";
+  return std::string(properties.name) + " (sm_" + std::to_string(properties.major) +
+         std::to_string(properties.minor) + ")";
+}
+
+bool run_iota_kernel(float scale, float* out, int64_t n, std::string* error) {
+  float* device_out = nullptr;  // [n]
+  const size_t bytes = size_t(n) * sizeof(float);
+  if (!ok(cudaMalloc(&device_out, bytes), "cudaMalloc", error)) return false;
+  const int threads = 256;
+  const int64_t blocks = (n + threads - 1) / threads;
+  iota_kernel<<<unsigned(blocks), threads>>>(scale, device_out, n);
+  bool success = ok(cudaGetLastError(), "iota_kernel launch", error) &&
+                 ok(cudaMemcpy(out, device_out, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy", error);
+  cudaFree(device_out);
+  return success;
 }
 
 }  // namespace sluice::cuda
