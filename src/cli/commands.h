@@ -1,0 +1,18 @@
+// The subcommands of the sluice CLI. Each file adds its own CLI11 subcommand and returns how to
+// run it once parsing succeeded; main.cpp only dispatches. Uses include/sluice alone.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace sluice::cli {
+
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;  // returns the exit code; throws sluice::Error for user errors
+};
+
+Command add_inspect_command(CLI::App& parent);
+Command add_dump_command(CLI::App& parent);
+
+}  // namespace sluice::cli

@@ -1,0 +1,48 @@
+// GgufWriter: collects metadata (every GGUF value type, arrays included) and tensors, then
+// writes a GGUF v3 file atomically (temporary name, rename) that llama.cpp and gguf-py read:
+// tensor offsets relative to the data section, each tensor padded to the alignment.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "format/meta_value.h"
+#include "quant/qtype.h"
+
+namespace sluice {
+
+class GgufWriter {
+ public:
+  GgufWriter() = default;
+
+  // Sets the data alignment (a nonzero power of two) and records it as general.alignment.
+  void set_alignment(uint32_t alignment);
+  uint32_t alignment() const { return alignment_; }
+
+  // Appends a key; duplicates are refused. general.alignment must be a u32 power of two.
+  void add_metadata(std::string key, MetaValue value);
+
+  // `shape` is first dimension fastest (ne[0] first), 1 to 4 dims. The writer copies `bytes`,
+  // whose length must equal what type and shape imply.
+  void add_tensor(std::string name, QType type, std::vector<uint64_t> shape,
+                  std::span<const uint8_t> bytes);
+
+  // Writes everything to `path` (a temporary file renamed into place at the end).
+  void write(const std::string& path) const;
+
+ private:
+  struct PendingTensor {
+    std::string name;
+    QType type;
+    std::vector<uint64_t> shape;
+    std::vector<uint8_t> bytes;
+  };
+
+  uint32_t alignment_ = 32;
+  std::vector<std::pair<std::string, MetaValue>> metadata_;
+  std::vector<PendingTensor> tensors_;
+};
+
+}  // namespace sluice
