@@ -1,6 +1,7 @@
 // sluice: the command-line entry. It only dispatches to one subcommand per file; every
 // subcommand uses the public API in include/sluice and nothing below it. Exit codes: 0 success,
 // 1 a user error (one line on stderr), 2 bad usage.
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -49,6 +50,9 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A reader that closes the pipe early (`sluice dump … | head`) must give a write error and
+  // exit 1 with a message, not kill the process with a signal.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     return run(argc, argv);
   } catch (const sluice::Error& e) {
