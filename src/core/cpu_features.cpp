@@ -1,6 +1,8 @@
 // Reads CPUID once through __builtin_cpu_supports; the result is immutable afterwards.
 #include "core/cpu_features.h"
 
+#include <cpuid.h>
+
 namespace sluice {
 namespace {
 
@@ -9,7 +11,9 @@ CpuFeatures detect() {
   CpuFeatures features;
   features.avx2 = __builtin_cpu_supports("avx2");
   features.fma = __builtin_cpu_supports("fma");
-  features.f16c = __builtin_cpu_supports("f16c");
+  // clang before 16 has no "f16c" for __builtin_cpu_supports: read CPUID leaf 1, ECX bit 29.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  features.f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
   features.avx512f = __builtin_cpu_supports("avx512f");
   features.avx512bw = __builtin_cpu_supports("avx512bw");
   features.avx512vl = __builtin_cpu_supports("avx512vl");
