@@ -1,0 +1,37 @@
+// The CPU dot-product kernels of every weight type, one table per instruction set: scalar (the
+// quant/ reference), AVX2 and AVX-512, each falling back to the one below for types it lacks.
+// The best table for this CPU is chosen once, from core/cpu_features. Knows nothing of tensors,
+// threads or models; matvec.h builds on it.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "quant/dot_reference.h"
+#include "quant/qtype.h"
+
+namespace sluice::cpu {
+
+enum class CpuIsa : uint8_t { kScalar, kAvx2, kAvx512 };
+
+std::string_view isa_name(CpuIsa isa);  // "scalar", "avx2", "avx512"
+
+// Whether this CPU runs kernels compiled for `isa`. AVX-512 needs F, BW, VL and VNNI: the
+// kernels use VNNI, and the compiler may emit it for those files on its own.
+bool isa_supported(CpuIsa isa);
+
+// The widest supported ISA; the one matvec uses.
+CpuIsa best_isa();
+
+struct VecDotKernel {
+  VecDotFn fn = nullptr;         // nullptr: the weight type has no dot product
+  CpuIsa isa = CpuIsa::kScalar;  // the ISA whose code `fn` is (after fallback)
+};
+
+// The kernel of `weight` in the `isa` table. Precondition: isa_supported(isa).
+VecDotKernel vec_dot_kernel(QType weight, CpuIsa isa);
+inline VecDotKernel vec_dot_kernel(QType weight) {
+  return vec_dot_kernel(weight, best_isa());
+}
+
+}  // namespace sluice::cpu

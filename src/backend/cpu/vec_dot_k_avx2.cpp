@@ -1,0 +1,230 @@
+// AVX2 dot products of the 256-element super-block types against Q8_K: Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K and IQ4_XS. Inside a super-block everything stays integer: maddubs forms int16
+// pair sums, madd applies the sub-block scale; one float FMA per super-block applies d.
+// Offsets (Q3_K's -4, Q6_K's -32) and minimums are folded in through Q8_K's bsums.
+#include "backend/cpu/avx2_util.h"
+#include "backend/cpu/vec_dot_table.h"
+#include "quant/blocks.h"
+#include "quant/iq_tables.h"
+
+namespace sluice::cpu {
+namespace {
+
+// No vector constants at namespace scope: their initializers would run AVX2 code at startup.
+inline __m256i low_nibble_mask() {
+  return _mm256_set1_epi8(0x0f);
+}
+
+// Eight int16 copies of byte 2c of `scales8`, then eight of byte 2c+1: the scales of the two
+// 16-element sub-blocks a 32-byte chunk c covers, lined up with maddubs' 16 pair sums.
+__m256i scale_pair16(__m128i scales8, int c) {
+  const int64_t spread = 0x0101010101010101LL;
+  const __m128i index = _mm_set_epi64x((2 * c + 1) * spread, 2 * c * spread);
+  return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales8, index));
+}
+
+// sum_j bsums[j] * scale16[j] over the 16 sub-blocks, as 8 int32 partial sums.
+__m256i bsums_dot(const BlockQ8_K& x, __m256i scale16) {
+  return _mm256_madd_epi16(loadu256(x.bsums), scale16);
+}
+
+// Q4_K / Q5_K 6-bit scales and mins (same unpacking as the reference, kept local).
+void unpack_k4_scales(const uint8_t* packed, uint8_t* scales /*[8]*/, uint8_t* mins /*[8]*/) {
+  for (int j = 0; j < 4; ++j) {
+    scales[j] = packed[j] & 63;
+    mins[j] = packed[j + 4] & 63;
+    scales[j + 4] = uint8_t((packed[j + 8] & 0xf) | ((packed[j] >> 6) << 4));
+    mins[j + 4] = uint8_t((packed[j + 8] >> 4) | ((packed[j + 4] >> 6) << 4));
+  }
+}
+
+// The mins of the 8 sub-blocks of 32, each repeated for its two bsums, as 16 int16.
+__m256i mins_per_bsum(const uint8_t* mins /*[8]*/) {
+  const __m128i packed = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins));
+  const __m128i twice =
+      _mm_shuffle_epi8(packed, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+  return _mm256_cvtepu8_epi16(twice);
+}
+
+float dot_q2_k(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockQ2_K*>(w);  // [n / 256]
+  const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i].scales));
+    const __m128i scales8 = _mm_and_si128(packed, _mm_set1_epi8(0x0f));
+    const __m128i mins8 = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f));
+    const __m256i mins_dot = bsums_dot(xb[i], _mm256_cvtepu8_epi16(mins8));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i q2 = loadu256(wb[i].qs + 32 * half);
+      for (int shift = 0; shift < 4; ++shift) {
+        const int c = 4 * half + shift;  // 32-element chunk
+        const __m256i q = _mm256_and_si256(_mm256_srli_epi16(q2, 2 * shift), _mm256_set1_epi8(3));
+        const __m256i pairs = _mm256_maddubs_epi16(q, loadu256(xb[i].qs + 32 * c));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, scale_pair16(scales8, c)));
+      }
+    }
+    const float dall = xb[i].d * half_to_float(wb[i].d);
+    const float dmin = xb[i].d * half_to_float(wb[i].dmin);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(dall), _mm256_cvtepi32_ps(sumi), acc);
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins_dot), acc_min);
+  }
+  return hsum_ps(acc) - hsum_ps(acc_min);
+}
+
+// Q3_K values are u - 4 with u = low2 | high << 2 in 0..7: sum u*q8 by maddubs, and the -4
+// becomes 4 * sum(scale * bsum).
+float dot_q3_k(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockQ3_K*>(w);  // [n / 256]
+  const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    int8_t scales[16];
+    for (int j = 0; j < 16; ++j) {
+      const int low = j < 8 ? (wb[i].scales[j] & 0xf) : (wb[i].scales[j - 8] >> 4);
+      const int high = (wb[i].scales[8 + (j % 4)] >> (2 * (j / 4))) & 3;
+      scales[j] = int8_t((low | (high << 4)) - 32);
+    }
+    const __m128i scales8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
+    const __m256i offset = bsums_dot(xb[i], _mm256_cvtepi8_epi16(scales8));
+    const __m256i hmask = loadu256(wb[i].hmask);
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i q3 = loadu256(wb[i].qs + 32 * half);
+      for (int shift = 0; shift < 4; ++shift) {
+        const int c = 4 * half + shift;
+        const __m256i low = _mm256_and_si256(_mm256_srli_epi16(q3, 2 * shift), _mm256_set1_epi8(3));
+        const __m256i q = _mm256_or_si256(low, _mm256_slli_epi16(byte_bit(hmask, c), 2));
+        const __m256i pairs = _mm256_maddubs_epi16(q, loadu256(xb[i].qs + 32 * c));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, scale_pair16(scales8, c)));
+      }
+    }
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 2));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(wb[i].d) * xb[i].d),
+                          _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc);
+}
+
+// Q4_K and Q5_K share everything but the fifth bit; `qh` is nullptr for Q4_K.
+void dot_q45_k(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_scales, float d,
+               float dmin, const BlockQ8_K& xb, __m256* acc, __m256* acc_min) {
+  uint8_t scales[8], mins[8];
+  unpack_k4_scales(packed_scales, scales, mins);
+  const __m256i mins_dot = bsums_dot(xb, mins_per_bsum(mins));
+  const __m256i high_bits = qh != nullptr ? loadu256(qh) : _mm256_setzero_si256();
+  __m256i sumi = _mm256_setzero_si256();
+  for (int j = 0; j < 4; ++j) {  // 64 elements: low nibbles then high nibbles
+    const __m256i q4 = loadu256(qs + 32 * j);
+    __m256i lo = _mm256_and_si256(q4, low_nibble_mask());
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), low_nibble_mask());
+    if (qh != nullptr) {
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(byte_bit(high_bits, 2 * j), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(byte_bit(high_bits, 2 * j + 1), 4));
+    }
+    const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(xb.qs + 64 * j)),
+                                           _mm256_set1_epi16(scales[2 * j]));
+    const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(xb.qs + 64 * j + 32)),
+                                           _mm256_set1_epi16(scales[2 * j + 1]));
+    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+  }
+  *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), *acc);
+  *acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins_dot), *acc_min);
+}
+
+float dot_q4_k(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockQ4_K*>(w);  // [n / 256]
+  const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    dot_q45_k(wb[i].qs, nullptr, wb[i].scales, half_to_float(wb[i].d) * xb[i].d,
+              half_to_float(wb[i].dmin) * xb[i].d, xb[i], &acc, &acc_min);
+  }
+  return hsum_ps(acc) - hsum_ps(acc_min);
+}
+
+float dot_q5_k(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockQ5_K*>(w);  // [n / 256]
+  const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
+  __m256 acc = _mm256_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    dot_q45_k(wb[i].qs, wb[i].qh, wb[i].scales, half_to_float(wb[i].d) * xb[i].d,
+              half_to_float(wb[i].dmin) * xb[i].d, xb[i], &acc, &acc_min);
+  }
+  return hsum_ps(acc) - hsum_ps(acc_min);
+}
+
+// Q6_K values are u - 32 with u in 0..63: sum u*q8 by maddubs, the -32 through the bsums.
+float dot_q6_k(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockQ6_K*>(w);  // [n / 256]
+  const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
+  const __m256i two_bits = _mm256_set1_epi8(3);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    const __m128i scales8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i].scales));
+    const __m256i offset = bsums_dot(xb[i], _mm256_cvtepi8_epi16(scales8));
+    __m256i sumi = _mm256_setzero_si256();
+    for (int half = 0; half < 2; ++half) {
+      const __m256i ql0 = loadu256(wb[i].ql + 64 * half);
+      const __m256i ql1 = loadu256(wb[i].ql + 64 * half + 32);
+      const __m256i qh = loadu256(wb[i].qh + 32 * half);
+      const __m256i tops[4] = {_mm256_and_si256(qh, two_bits),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits)};
+      const __m256i lows[4] = {_mm256_and_si256(ql0, low_nibble_mask()),
+                               _mm256_and_si256(ql1, low_nibble_mask()),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low_nibble_mask()),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_nibble_mask())};
+      for (int k = 0; k < 4; ++k) {
+        const int c = 4 * half + k;
+        const __m256i q = _mm256_or_si256(lows[k], _mm256_slli_epi16(tops[k], 4));
+        const __m256i pairs = _mm256_maddubs_epi16(q, loadu256(xb[i].qs + 32 * c));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, scale_pair16(scales8, c)));
+      }
+    }
+    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(wb[i].d) * xb[i].d),
+                          _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc);
+}
+
+float dot_iq4_xs(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockIQ4_XS*>(w);  // [n / 256]
+  const auto* xb = static_cast<const BlockQ8_K*>(x);    // [n / 256]
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kValuesIq4nl)));
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    __m256i sumi = _mm256_setzero_si256();
+    for (int ib = 0; ib < kQK_K / 32; ++ib) {
+      const int low = (wb[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xf;
+      const int high = (wb[i].scales_h >> (2 * ib)) & 3;
+      const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(wb[i].qs + 16 * ib));
+      const __m256i pairs = maddubs_s8_s8(q, loadu256(xb[i].qs + 32 * ib));
+      sumi = _mm256_add_epi32(
+          sumi, _mm256_madd_epi16(pairs, _mm256_set1_epi16(int16_t((low | (high << 4)) - 32))));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(wb[i].d) * xb[i].d),
+                          _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum_ps(acc);
+}
+
+}  // namespace
+
+void add_avx2_kquant_kernels(VecDotTable& table) {
+  table.kernels[int(QType::Q2_K)] = {dot_q2_k, CpuIsa::kAvx2};
+  table.kernels[int(QType::Q3_K)] = {dot_q3_k, CpuIsa::kAvx2};
+  table.kernels[int(QType::Q4_K)] = {dot_q4_k, CpuIsa::kAvx2};
+  table.kernels[int(QType::Q5_K)] = {dot_q5_k, CpuIsa::kAvx2};
+  table.kernels[int(QType::Q6_K)] = {dot_q6_k, CpuIsa::kAvx2};
+  table.kernels[int(QType::IQ4_XS)] = {dot_iq4_xs, CpuIsa::kAvx2};
+}
+
+}  // namespace sluice::cpu

@@ -1,0 +1,155 @@
+// AVX2 dot products of the 32-element block types against Q8_0 / Q8_1 activations: Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL and MXFP4. One block is one 256-bit register of int8; its
+// integer sum is scaled in float and accumulated in 8 float lanes (two accumulators hide the
+// FMA latency), so results differ from the reference only by float summation order.
+#include "backend/cpu/avx2_util.h"
+#include "backend/cpu/vec_dot_table.h"
+#include "quant/blocks.h"
+#include "quant/iq_tables.h"
+
+namespace sluice::cpu {
+namespace {
+
+// Scalar E8M0 decode (as quant/float_formats.h); kept local so no shared inline function is
+// compiled with AVX2 flags.
+float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (uint32_t(e - 1) << 23);
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+// The shared loop: `block_sum(ib)` returns the 8 int32 partial sums of block ib and
+// `block_scale(ib)` its float scale; two accumulators alternate between blocks.
+template <class BlockSum, class BlockScale>
+float accumulate_blocks(int64_t n_blocks, BlockSum block_sum, BlockScale block_scale) {
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  int64_t ib = 0;
+  for (; ib + 1 < n_blocks; ib += 2) {
+    acc0 =
+        _mm256_fmadd_ps(_mm256_set1_ps(block_scale(ib)), _mm256_cvtepi32_ps(block_sum(ib)), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(block_scale(ib + 1)),
+                           _mm256_cvtepi32_ps(block_sum(ib + 1)), acc1);
+  }
+  if (ib < n_blocks) {
+    acc0 =
+        _mm256_fmadd_ps(_mm256_set1_ps(block_scale(ib)), _mm256_cvtepi32_ps(block_sum(ib)), acc0);
+  }
+  return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+float dot_q8_0(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockQ8_0*>(w);  // [n / 32]
+  const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
+  return accumulate_blocks(
+      n / kQK8_0, [&](int64_t ib) { return madd_s8_s8(loadu256(wb[ib].qs), loadu256(xb[ib].qs)); },
+      [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
+}
+
+float dot_q4_0(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockQ4_0*>(w);  // [n / 32]
+  const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
+  const __m256i eight = _mm256_set1_epi8(8);
+  return accumulate_blocks(
+      n / kQK4_0,
+      [&](int64_t ib) {
+        const __m256i q = _mm256_sub_epi8(unpack_nibbles(wb[ib].qs), eight);  // -8..7
+        return madd_s8_s8(q, loadu256(xb[ib].qs));
+      },
+      [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
+}
+
+// Q4_1 / Q5_1: unsigned quants, so u8 x s8 directly; the minimum adds m * s per block.
+float dot_q4_1(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockQ4_1*>(w);  // [n / 32]
+  const auto* xb = static_cast<const BlockQ8_1*>(x);  // [n / 32]
+  float sum_min = 0.0f;
+  for (int64_t ib = 0; ib < n / kQK4_1; ++ib) {
+    sum_min += half_to_float(wb[ib].m) * half_to_float(xb[ib].s);
+  }
+  return sum_min +
+         accumulate_blocks(
+             n / kQK4_1,
+             [&](int64_t ib) { return madd_u8_s8(unpack_nibbles(wb[ib].qs), loadu256(xb[ib].qs)); },
+             [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
+}
+
+// Q5_0: a clear fifth bit means value - 16, i.e. 0xf0 OR-ed onto the nibble (two's complement).
+float dot_q5_0(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
+  const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
+  const __m256i high = _mm256_set1_epi8(static_cast<char>(0xf0));
+  return accumulate_blocks(
+      n / kQK5_0,
+      [&](int64_t ib) {
+        const __m256i bit_clear_high = _mm256_andnot_si256(expand_bits(wb[ib].qh), high);
+        const __m256i q = _mm256_or_si256(unpack_nibbles(wb[ib].qs), bit_clear_high);
+        return madd_s8_s8(q, loadu256(xb[ib].qs));
+      },
+      [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
+}
+
+float dot_q5_1(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockQ5_1*>(w);  // [n / 32]
+  const auto* xb = static_cast<const BlockQ8_1*>(x);  // [n / 32]
+  const __m256i fifth = _mm256_set1_epi8(0x10);
+  float sum_min = 0.0f;
+  for (int64_t ib = 0; ib < n / kQK5_1; ++ib) {
+    sum_min += half_to_float(wb[ib].m) * half_to_float(xb[ib].s);
+  }
+  return sum_min +
+         accumulate_blocks(
+             n / kQK5_1,
+             [&](int64_t ib) {
+               const __m256i q = _mm256_or_si256(unpack_nibbles(wb[ib].qs),
+                                                 _mm256_and_si256(expand_bits(wb[ib].qh), fifth));
+               return madd_u8_s8(q, loadu256(xb[ib].qs));
+             },
+             [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
+}
+
+// IQ4_NL and MXFP4: the nibble indexes a 16-entry int8 table, which one pshufb looks up.
+__m256i table_in_both_lanes(const int8_t* values /*[16]*/) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+}
+
+float dot_iq4_nl(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockIQ4_NL*>(w);  // [n / 32]
+  const auto* xb = static_cast<const BlockQ8_0*>(x);    // [n / 32]
+  const __m256i table = table_in_both_lanes(kValuesIq4nl);
+  return accumulate_blocks(
+      n / kQK4_NL,
+      [&](int64_t ib) {
+        const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(wb[ib].qs));
+        return madd_s8_s8(q, loadu256(xb[ib].qs));
+      },
+      [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
+}
+
+float dot_mxfp4(const void* w, const void* x, int64_t n) {
+  const auto* wb = static_cast<const BlockMXFP4*>(w);  // [n / 32]
+  const auto* xb = static_cast<const BlockQ8_0*>(x);   // [n / 32]
+  const __m256i table = table_in_both_lanes(kValuesMxfp4);
+  return accumulate_blocks(
+      n / kQK_MXFP4,
+      [&](int64_t ib) {
+        const __m256i q = _mm256_shuffle_epi8(table, unpack_nibbles(wb[ib].qs));
+        return madd_s8_s8(q, loadu256(xb[ib].qs));
+      },
+      [&](int64_t ib) { return e8m0_half(wb[ib].e) * half_to_float(xb[ib].d); });
+}
+
+}  // namespace
+
+void add_avx2_block32_kernels(VecDotTable& table) {
+  table.kernels[int(QType::Q8_0)] = {dot_q8_0, CpuIsa::kAvx2};
+  table.kernels[int(QType::Q4_0)] = {dot_q4_0, CpuIsa::kAvx2};
+  table.kernels[int(QType::Q4_1)] = {dot_q4_1, CpuIsa::kAvx2};
+  table.kernels[int(QType::Q5_0)] = {dot_q5_0, CpuIsa::kAvx2};
+  table.kernels[int(QType::Q5_1)] = {dot_q5_1, CpuIsa::kAvx2};
+  table.kernels[int(QType::IQ4_NL)] = {dot_iq4_nl, CpuIsa::kAvx2};
+  table.kernels[int(QType::MXFP4)] = {dot_mxfp4, CpuIsa::kAvx2};
+}
+
+}  // namespace sluice::cpu
