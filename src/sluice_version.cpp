@@ -2,5 +2,7 @@
 #include "sluice/version.h"
 
 namespace sluice {
-const char* version() { return SLUICE_VERSION; }
+const char* version() {
+  return SLUICE_VERSION;
+}
 }  // namespace sluice

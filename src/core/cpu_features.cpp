@@ -17,6 +17,7 @@ CpuFeatures detect() {
   features.avx512f = __builtin_cpu_supports("avx512f");
   features.avx512bw = __builtin_cpu_supports("avx512bw");
   features.avx512vl = __builtin_cpu_supports("avx512vl");
+  features.avx512dq = __builtin_cpu_supports("avx512dq");
   features.avx512vnni = __builtin_cpu_supports("avx512vnni");
   return features;
 }
@@ -36,6 +37,7 @@ std::string CpuFeatures::describe() const {
   add(avx512f, "avx512f");
   add(avx512bw, "avx512bw");
   add(avx512vl, "avx512vl");
+  add(avx512dq, "avx512dq");
   add(avx512vnni, "avx512vnni");
   return text.empty() ? "scalar" : text;
 }

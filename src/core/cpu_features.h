@@ -14,10 +14,13 @@ struct CpuFeatures {
   bool avx512f = false;
   bool avx512bw = false;
   bool avx512vl = false;
+  bool avx512dq = false;
   bool avx512vnni = false;
 
   bool has_avx2_set() const { return avx2 && fma && f16c; }
-  bool has_avx512_set() const { return has_avx2_set() && avx512f && avx512bw && avx512vl; }
+  bool has_avx512_set() const {
+    return has_avx2_set() && avx512f && avx512bw && avx512vl && avx512dq;
+  }
   std::string describe() const;  // "avx2 fma f16c avx512f ..."
 };
 

@@ -8,8 +8,12 @@
 
 namespace sluice {
 
-inline float fp32_from_bits(uint32_t bits) { return std::bit_cast<float>(bits); }
-inline uint32_t fp32_to_bits(float value) { return std::bit_cast<uint32_t>(value); }
+inline float fp32_from_bits(uint32_t bits) {
+  return std::bit_cast<float>(bits);
+}
+inline uint32_t fp32_to_bits(float value) {
+  return std::bit_cast<uint32_t>(value);
+}
 
 // Exact: every half is representable as a float.
 inline float fp16_to_fp32(uint16_t h) {
@@ -28,7 +32,7 @@ inline uint16_t fp32_to_fp16(float value) {
   const uint32_t bits = fp32_to_bits(value);
   const uint16_t sign = uint16_t((bits >> 16) & 0x8000);
   const uint32_t abs_bits = bits & 0x7fffffffu;
-  if (abs_bits > 0x7f800000u) return uint16_t(sign | 0x7e00);  // NaN
+  if (abs_bits > 0x7f800000u) return uint16_t(sign | 0x7e00);   // NaN
   if (abs_bits >= 0x477ff000u) return uint16_t(sign | 0x7c00);  // rounds to >= 65536: inf
   if (abs_bits < 0x38800000u) {
     // Result is a half subnormal (or zero): scale so the integer part is the half mantissa.
@@ -43,7 +47,9 @@ inline uint16_t fp32_to_fp16(float value) {
   return uint16_t(sign | ((rebased + 0xfffu + round_bit) >> 13));
 }
 
-inline float bf16_to_fp32(uint16_t h) { return fp32_from_bits(uint32_t(h) << 16); }
+inline float bf16_to_fp32(uint16_t h) {
+  return fp32_from_bits(uint32_t(h) << 16);
+}
 
 // As ggml's GGML_FP32_TO_BF16: NaN becomes a quiet NaN, otherwise round to nearest even.
 inline uint16_t fp32_to_bf16(float value) {

@@ -123,6 +123,10 @@ DequantizeFn dequantizer_of(QType type) {
       return row_iq4_nl;
     case QType::MXFP4:
       return row_mxfp4;
+    case QType::NVFP4:
+      return row_nvfp4;
+    case QType::Q1_0:
+      return row_q1_0;
     case QType::Q2_K:
       return row_q2_k;
     case QType::Q3_K:

@@ -21,7 +21,7 @@ void row_bool(const void* src, float* dst, int64_t n);
 void row_f8_e4m3(const void* src, float* dst, int64_t n);
 void row_f8_e5m2(const void* src, float* dst, int64_t n);
 
-// dequantize_legacy.cpp: the 32-element block types and the 8-bit activation formats.
+// dequantize_legacy.cpp: the 32-element block types, the 8-bit activation formats, NVFP4, Q1_0.
 void row_q4_0(const void* src, float* dst, int64_t n);
 void row_q4_1(const void* src, float* dst, int64_t n);
 void row_q5_0(const void* src, float* dst, int64_t n);
@@ -31,6 +31,8 @@ void row_q8_1(const void* src, float* dst, int64_t n);
 void row_q8_k(const void* src, float* dst, int64_t n);
 void row_iq4_nl(const void* src, float* dst, int64_t n);
 void row_mxfp4(const void* src, float* dst, int64_t n);
+void row_nvfp4(const void* src, float* dst, int64_t n);
+void row_q1_0(const void* src, float* dst, int64_t n);
 
 // dequantize_k.cpp: K-quants and the ternary types.
 void row_q2_k(const void* src, float* dst, int64_t n);

@@ -1,4 +1,5 @@
-// Row kernels of the 32-element block types (Q4_0 … Q8_1, IQ4_NL, MXFP4) and of Q8_K.
+// Row kernels of the 32-element block types (Q4_0 … Q8_1, IQ4_NL, MXFP4), of Q8_K, and of the
+// small-scale-per-block types NVFP4 and Q1_0.
 // Each product is written in the order gguf-py evaluates it (d * q, then + m): float
 // multiplication commutes, but a changed grouping or a fused multiply-add would not be bit-exact.
 #include <cstring>
@@ -117,6 +118,33 @@ void row_mxfp4(const void* src, float* dst, int64_t n) {
       dst[j] = d * float(kValuesMxfp4[blocks[i].qs[j] & 0x0f]);
       dst[j + kQK_MXFP4 / 2] = d * float(kValuesMxfp4[blocks[i].qs[j] >> 4]);
     }
+  }
+}
+
+// Four sub-blocks of 16, each with its own UE4M3 scale; within sub-block s, byte s*8 + j holds
+// element j (low nibble) and element j + 8 (high nibble).
+void row_nvfp4(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockNVFP4*>(src);
+  constexpr int kSubBlocks = kQK_NVFP4 / kQK_NVFP4_SUB;
+  constexpr int kHalf = kQK_NVFP4_SUB / 2;
+  for (int64_t i = 0; i < n / kQK_NVFP4; ++i) {
+    for (int s = 0; s < kSubBlocks; ++s, dst += kQK_NVFP4_SUB) {
+      const float d = ue4m3_to_fp32_half(blocks[i].d[s]);
+      const uint8_t* qs = blocks[i].qs + s * kHalf;
+      for (int j = 0; j < kHalf; ++j) {
+        dst[j] = d * float(kValuesMxfp4[qs[j] & 0x0f]);
+        dst[j + kHalf] = d * float(kValuesMxfp4[qs[j] >> 4]);
+      }
+    }
+  }
+}
+
+// One sign bit per element (ggml's dequantize_row_q1_0): set gives d, clear gives -d.
+void row_q1_0(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ1_0*>(src);
+  for (int64_t i = 0; i < n / kQK1_0; ++i, dst += kQK1_0) {
+    const float d = fp16_to_fp32(blocks[i].d);
+    for (int j = 0; j < kQK1_0; ++j) dst[j] = ((blocks[i].qs[j / 8] >> (j % 8)) & 1) ? d : -d;
   }
 }
 

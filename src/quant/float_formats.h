@@ -1,6 +1,7 @@
 // Scalar decoders of the small float formats that quantized blocks and checkpoints use: E8M0
-// shared exponents (MXFP4) and the two OCP FP8 formats (E4M3 "fn", E5M2). Bit-level definitions
-// only; the block layouts that carry them live in blocks.h and the row kernels in dequantize*.
+// shared exponents (MXFP4), unsigned E4M3 scales (NVFP4) and the two OCP FP8 formats (E4M3 "fn",
+// E5M2). Bit-level definitions only; the block layouts that carry them live in blocks.h and the row
+// kernels in dequantize*.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,18 @@ namespace sluice {
 inline float e8m0_to_fp32_half(uint8_t e) {
   const uint32_t bits = e < 2 ? (0x00200000u << e) : (uint32_t(e - 1) << 23);
   return fp32_from_bits(bits);
+}
+
+// Half of an unsigned E4M3 value (bias 7, no sign bit), the sub-block scale of NVFP4; halved for
+// the same reason as e8m0_to_fp32_half. As ggml and gguf-py decode it: 0x00 and 0x7F (the E4M3
+// NaN code) give 0; bit 7 is otherwise ignored (0x80 gives 0, 0xFF gives 240).
+inline float ue4m3_to_fp32_half(uint8_t b) {
+  if (b == 0 || b == 0x7f) return 0.0f;
+  const uint32_t exponent = (b >> 3) & 0xf;
+  const uint32_t mantissa = b & 0x7;
+  if (exponent == 0) return float(mantissa) * 0x1p-10f;  // subnormal m * 2^-9, halved: exact
+  // (1 + m/8) * 2^(e - 7) / 2: float exponent field e - 8 + 127.
+  return fp32_from_bits(((exponent + 119) << 23) | (mantissa << 20));
 }
 
 // OCP E4M3 as torch.float8_e4m3fn: bias 7, no infinities, S.1111.111 is NaN, max 448.

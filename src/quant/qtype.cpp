@@ -44,6 +44,8 @@ constexpr std::array kTraits = {
     QTypeTraits{QType::TQ1_0, "TQ1_0", kQK_K, sizeof(BlockTQ1_0), true, true},
     QTypeTraits{QType::TQ2_0, "TQ2_0", kQK_K, sizeof(BlockTQ2_0), true, true},
     QTypeTraits{QType::MXFP4, "MXFP4", kQK_MXFP4, sizeof(BlockMXFP4), true, true},
+    QTypeTraits{QType::NVFP4, "NVFP4", kQK_NVFP4, sizeof(BlockNVFP4), true, true},
+    QTypeTraits{QType::Q1_0, "Q1_0", kQK1_0, sizeof(BlockQ1_0), true, true},
     QTypeTraits{QType::F8_E4M3, "F8_E4M3", 1, 1, true, false},
     QTypeTraits{QType::F8_E5M2, "F8_E5M2", 1, 1, true, false},
     QTypeTraits{QType::U8, "U8", 1, 1, false, false},
@@ -80,8 +82,12 @@ std::optional<QType> qtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-const QTypeTraits* all_qtypes_begin() { return kTraits.data(); }
-const QTypeTraits* all_qtypes_end() { return kTraits.data() + kTraits.size(); }
+const QTypeTraits* all_qtypes_begin() {
+  return kTraits.data();
+}
+const QTypeTraits* all_qtypes_end() {
+  return kTraits.data() + kTraits.size();
+}
 
 std::optional<uint64_t> row_bytes(QType type, uint64_t n_elements) {
   const auto& traits = traits_of(type);

@@ -42,6 +42,8 @@ enum class QType : uint32_t {
   TQ1_0 = 34,
   TQ2_0 = 35,
   MXFP4 = 39,
+  NVFP4 = 40,
+  Q1_0 = 41,
   // Element types of safetensors checkpoints that GGUF does not define. Their ids lie outside
   // GGUF's range, so a GGUF file can never name them (qtype_traits(id) marks them !in_gguf).
   F8_E4M3 = 1000,
@@ -64,7 +66,9 @@ struct QTypeTraits {
 std::optional<QTypeTraits> qtype_traits(uint32_t type_id);
 const QTypeTraits& traits_of(QType type);
 std::optional<QType> qtype_from_name(std::string_view name);  // case-insensitive
-inline std::string_view qtype_name(QType type) { return traits_of(type).name; }
+inline std::string_view qtype_name(QType type) {
+  return traits_of(type).name;
+}
 
 // Every defined type, in id order (for tests and tables).
 const QTypeTraits* all_qtypes_begin();

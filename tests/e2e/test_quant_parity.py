@@ -50,7 +50,7 @@ HALF_FIELDS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0], T.Q8_1: [0, 2],
     T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
     T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0], T.IQ3_XXS: [0], T.IQ3_S: [0], T.IQ1_S: [0],
-    T.IQ4_NL: [0], T.IQ4_XS: [0], T.TQ1_0: [52], T.TQ2_0: [64],
+    T.IQ4_NL: [0], T.IQ4_XS: [0], T.TQ1_0: [52], T.TQ2_0: [64], T.Q1_0: [0],
 }
 Q8_1_BYTES = 36  # ggml's block_q8_1; gguf-py 0.19's size table says 40
 
@@ -73,6 +73,11 @@ def random_blocks(qtype: T, rng: np.random.Generator) -> np.ndarray:
         e = rng.integers(90, 170, size=N_BLOCKS, dtype=np.uint8)
         e[:4] = [0, 1, 2, 127]
         blocks[:, 0] = e
+    if qtype == T.NVFP4:
+        # UE4M3 sub-block scales are all finite; pin the special codes: zero, the NaN code 0x7F
+        # (read as 0), the smallest subnormal, bit 7 set (ignored), the largest finite.
+        blocks[0, 0:4] = [0x00, 0x7F, 0x01, 0x80]
+        blocks[1, 0:4] = [0xFF, 0x7E, 0x38, 0x08]
     if qtype == T.Q8_K:
         d = (rng.standard_normal(N_BLOCKS) * np.exp2(rng.uniform(-20, 20, N_BLOCKS))).astype(np.float32)
         blocks[:, 0:4] = d.view(np.uint8).reshape(-1, 4)
@@ -82,7 +87,7 @@ def random_blocks(qtype: T, rng: np.random.Generator) -> np.ndarray:
 BLOCK_TYPES = [
     T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K,
     T.IQ2_XXS, T.IQ2_XS, T.IQ2_S, T.IQ3_XXS, T.IQ3_S, T.IQ1_S, T.IQ1_M, T.IQ4_NL, T.IQ4_XS,
-    T.TQ1_0, T.TQ2_0, T.MXFP4,
+    T.TQ1_0, T.TQ2_0, T.MXFP4, T.NVFP4,
 ]
 
 
@@ -113,6 +118,15 @@ def test_dequantize_q8_1_and_q8_k_by_definition() -> None:
     d = blocks[:, 0:4].copy().view(np.float32)
     want = d * blocks[:, 4:260].view(np.int8).astype(np.float32)
     assert_bit_equal(harness_dequant("Q8_K", blocks), want)
+
+
+def test_dequantize_q1_0_by_definition() -> None:
+    # gguf-py 0.19 defines Q1_0's size but no dequantizer: ggml's dequantize_row_q1_0 gives d for
+    # a set bit (bit j % 8 of byte j / 8) and -d for a clear one.
+    blocks = random_blocks(T.Q1_0, np.random.default_rng(41))
+    d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)
+    bits = np.unpackbits(blocks[:, 2:], axis=-1, bitorder="little").astype(bool)
+    assert_bit_equal(harness_dequant("Q1_0", blocks), np.where(bits, d, -d))
 
 
 def finite_bits(rng: np.random.Generator, dtype, n: int) -> np.ndarray:

@@ -40,8 +40,9 @@ bool run_iota_kernel(float scale, float* out, int64_t n, std::string* error) {
   const int threads = 256;
   const int64_t blocks = (n + threads - 1) / threads;
   iota_kernel<<<unsigned(blocks), threads>>>(scale, device_out, n);
-  bool success = ok(cudaGetLastError(), "iota_kernel launch", error) &&
-                 ok(cudaMemcpy(out, device_out, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy", error);
+  bool success =
+      ok(cudaGetLastError(), "iota_kernel launch", error) &&
+      ok(cudaMemcpy(out, device_out, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy", error);
   cudaFree(device_out);
   return success;
 }

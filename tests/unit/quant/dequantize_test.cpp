@@ -63,6 +63,44 @@ TEST(Dequantize, E8m0Half) {
   EXPECT_EQ(e8m0_to_fp32_half(254), 0x1p126f);
 }
 
+TEST(Dequantize, Ue4m3Half) {
+  EXPECT_EQ(ue4m3_to_fp32_half(0x38), 0.5f);      // exponent 7, mantissa 0: 1.0, halved
+  EXPECT_EQ(ue4m3_to_fp32_half(0x3c), 0.75f);     // 1.5, halved
+  EXPECT_EQ(ue4m3_to_fp32_half(0x01), 0x1p-10f);  // smallest subnormal 2^-9, halved
+  EXPECT_EQ(ue4m3_to_fp32_half(0x7e), 224.0f);    // largest finite 448, halved
+  EXPECT_EQ(ue4m3_to_fp32_half(0x7f), 0.0f);      // the NaN code reads as zero
+  EXPECT_EQ(ue4m3_to_fp32_half(0x00), 0.0f);
+  EXPECT_EQ(ue4m3_to_fp32_half(0xff), 240.0f);  // bit 7 ignored: exponent 15, mantissa 7
+}
+
+TEST(Dequantize, Nvfp4ByHand) {
+  BlockNVFP4 b{};
+  b.d[0] = 0x38;    // 0.5: kValuesMxfp4 is doubled, so element values are the true E2M1 values
+  b.d[3] = 0x40;    // 1.0
+  b.qs[0] = 0xa7;   // element 0: code 7 (12 -> 6), element 8: code 10 (-2 -> -1)
+  b.qs[31] = 0x1f;  // sub-block 3, j = 7: element 55 code 15 (-12 -> -12), element 63 code 1
+  float y[64];
+  dequantize_row(QType::NVFP4, &b, y, 64);
+  EXPECT_EQ(y[0], 6.0f);
+  EXPECT_EQ(y[8], -1.0f);
+  EXPECT_EQ(y[55], -12.0f);
+  EXPECT_EQ(y[63], 1.0f);
+  EXPECT_EQ(y[16], 0.0f);  // sub-block 1 has scale 0
+}
+
+TEST(Dequantize, Q1_0ByHand) {
+  BlockQ1_0 b{};
+  b.d = fp32_to_fp16(0.25f);
+  b.qs[0] = 0x01;   // element 0 set
+  b.qs[15] = 0x80;  // element 127 set
+  float y[128];
+  dequantize_row(QType::Q1_0, &b, y, 128);
+  EXPECT_EQ(y[0], 0.25f);
+  EXPECT_EQ(y[1], -0.25f);
+  EXPECT_EQ(y[126], -0.25f);
+  EXPECT_EQ(y[127], 0.25f);
+}
+
 TEST(Dequantize, Fp8BlockScaledPartialBlocks) {
   // 3 x 5 weights of 1.0 in 2 x 2 blocks: scales [[1, 2, 3], [4, 5, 6]].
   std::vector<uint8_t> w(15, 0x38);

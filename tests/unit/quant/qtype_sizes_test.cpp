@@ -28,7 +28,8 @@ constexpr Expected kGgufSizes[] = {
     {23, "IQ4_XS", 256, 136}, {24, "I8", 1, 1},         {25, "I16", 1, 2},
     {26, "I32", 1, 4},        {27, "I64", 1, 8},        {28, "F64", 1, 8},
     {29, "IQ1_M", 256, 56},   {30, "BF16", 1, 2},       {34, "TQ1_0", 256, 54},
-    {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},
+    {35, "TQ2_0", 256, 66},   {39, "MXFP4", 32, 17},    {40, "NVFP4", 64, 36},
+    {41, "Q1_0", 128, 18},
 };
 
 TEST(QuantTypeSizes, MatchGgufQuantSizes) {
@@ -53,6 +54,9 @@ TEST(QuantTypeSizes, RowBytes) {
   EXPECT_EQ(row_bytes(QType::Q4_0, 4096), 4096u / 32 * 18);
   EXPECT_EQ(row_bytes(QType::Q4_K, 4096), 16u * 144);
   EXPECT_EQ(row_bytes(QType::MXFP4, 2880), 90u * 17);
+  EXPECT_EQ(row_bytes(QType::NVFP4, 4096), 64u * 36);
+  EXPECT_EQ(row_bytes(QType::Q1_0, 4096), 32u * 18);
+  EXPECT_FALSE(row_bytes(QType::NVFP4, 32).has_value());
   EXPECT_EQ(row_bytes(QType::F16, 7), 14u);
   EXPECT_EQ(row_bytes(QType::F8_E4M3, 7), 7u);
   EXPECT_EQ(row_bytes(QType::Q8_0, 0), 0u);

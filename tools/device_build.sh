@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds Sluice on the lent GPU machine (no package registry there): unpacks the Debian -dev
+# packages carried in .devdeps/ (fetched here with `apt-get download`, see docs/DEVICE.md) into a
+# private prefix, configures with CUDA, and builds into build-device/. Used through the device tool.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prefix=/opt/sluice-deps
+mkdir -p "$prefix"
+for deb in .devdeps/*.deb; do dpkg -x "$deb" "$prefix"; done
+export CMAKE_PREFIX_PATH="$prefix/usr"
+export PKG_CONFIG_PATH="$prefix/usr/lib/x86_64-linux-gnu/pkgconfig:$prefix/usr/share/pkgconfig"
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSLUICE_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90a-real -DGTest_DIR="$prefix/usr/lib/x86_64-linux-gnu/cmake/GTest" \
+      -DCMAKE_INCLUDE_PATH="$prefix/usr/include" >/dev/null
+cmake --build build-device -j "$(nproc)" --target sluice_tests sluice_bench_quant sluice_cli
