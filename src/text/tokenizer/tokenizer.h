@@ -1,0 +1,65 @@
+// Tokenizer: text <-> token ids for every tokenizer kind. It owns what all kinds share —
+// splitting out special/added tokens (only when parse_special is on), BOS/EOS, token types,
+// decoding and the streaming decoder — and hands plain-text fragments to the kind's
+// SegmentModel (segment_model.h). Knows nothing of files: it is built from a TokenizerSpec.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "text/tokenizer/tokenizer_spec.h"
+
+namespace sluice::text {
+
+class SegmentModel;
+
+struct EncodeOptions {
+  bool parse_special = false;  // recognise control/user-defined token texts inside the input
+  bool add_special = false;    // add BOS/EOS as the spec's add_bos/add_eos say
+};
+
+struct DecodeOptions {
+  bool skip_special = false;   // drop control tokens (BOS, EOS, <|im_start|> …) from the text
+};
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(TokenizerSpec spec);  // validates the spec; throws sluice::Error
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+
+  std::vector<TokenId> encode(std::string_view text, const EncodeOptions& options = {}) const;
+  std::string decode(std::span<const TokenId> ids, const DecodeOptions& options = {}) const;
+  // The raw bytes one token stands for (may be part of a UTF-8 sequence).
+  std::string token_piece(TokenId id, const DecodeOptions& options = {}) const;
+
+  const TokenizerSpec& spec() const;
+  size_t n_vocab() const;
+  bool is_control(TokenId id) const;
+  bool is_end_of_generation(TokenId id) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Turns a stream of ids into text without ever emitting a partial UTF-8 sequence: bytes of an
+// incomplete character are held back until the character completes (or flush() is called).
+class StreamingDecoder {
+ public:
+  explicit StreamingDecoder(const Tokenizer& tokenizer, DecodeOptions options = {});
+  std::string push(TokenId id);  // the text that became complete with this token
+  std::string flush();           // whatever is left, invalid bytes replaced by U+FFFD
+
+ private:
+  const Tokenizer* tokenizer_;
+  DecodeOptions options_;
+  std::string pending_;          // bytes of an incomplete UTF-8 sequence
+  bool first_ = true;
+};
+
+}  // namespace sluice::text

@@ -1,0 +1,56 @@
+// TokenizerSpec: everything a tokenizer is built from, independent of where it came from. The
+// GGUF adapter (runtime/, from tokenizer.ggml.* metadata) and the Hugging Face adapter
+// (text/tokenizer/hf_tokenizer_json, from tokenizer.json + tokenizer_config.json) both fill it;
+// the same tokenizer from either source must produce the same spec-level behaviour.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice::text {
+
+using TokenId = int32_t;
+
+// tokenizer.ggml.model: which segmentation algorithm.
+enum class TokenizerKind {
+  BytePairByteLevel,  // "gpt2": GPT-2 style byte-level BPE, regex pre-tokenizer, merges by rank
+  SentencePiece,      // "llama": SentencePiece BPE over scores, U+2581 spaces, <0xNN> byte fallback
+  WordPiece,          // "bert"
+  Unigram,            // "t5"
+};
+
+// Token types exactly as GGUF's tokenizer.ggml.token_type numbers them.
+enum class TokenType : int32_t {
+  Undefined = 0,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
+};
+
+struct TokenizerSpec {
+  TokenizerKind kind = TokenizerKind::BytePairByteLevel;
+  std::string pre_name;                  // tokenizer.ggml.pre as given ("llama-bpe", "qwen2", …)
+  std::vector<std::string> pre_regexes;  // pre-tokenizer split patterns, applied in order
+  std::vector<std::string> tokens;       // [n_vocab] token text as stored (byte-level chars / ▁)
+  std::vector<float> scores;             // [n_vocab] or empty
+  std::vector<TokenType> types;          // [n_vocab]
+  std::vector<std::string> merges;       // BPE merges "a b", rank = index
+
+  std::optional<TokenId> bos, eos, eot, eom, unk, pad, sep, mask;
+  std::vector<TokenId> eog;              // every end-of-generation id (eos, eot, eom, …)
+  bool add_bos = false;
+  bool add_eos = false;
+  bool add_space_prefix = false;         // SentencePiece add_dummy_prefix
+  bool remove_extra_whitespaces = false;
+  bool escape_whitespaces = true;        // SentencePiece: spaces become U+2581
+  bool clean_spaces = false;             // decode: clean_up_tokenization_spaces
+  bool ignore_merges = false;            // BPE: a whole pre-token found in the vocab wins (llama3)
+  std::string chat_template;             // tokenizer.chat_template, when present
+};
+
+}  // namespace sluice::text
