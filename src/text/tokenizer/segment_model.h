@@ -15,8 +15,8 @@ namespace sluice::text {
 
 // Where a fragment sits in the input; SentencePiece's dummy-prefix rule depends on it.
 struct FragmentContext {
-  bool at_text_start = false;   // the first fragment of the whole input
-  bool after_special = false;   // follows a special token that was split out
+  bool at_text_start = false;  // the first fragment of the whole input
+  bool after_special = false;  // follows a special token that was split out
 };
 
 class SegmentModel {

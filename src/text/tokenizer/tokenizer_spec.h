@@ -42,15 +42,21 @@ struct TokenizerSpec {
   std::vector<std::string> merges;       // BPE merges "a b", rank = index
 
   std::optional<TokenId> bos, eos, eot, eom, unk, pad, sep, mask;
-  std::vector<TokenId> eog;              // every end-of-generation id (eos, eot, eom, …)
+  std::vector<TokenId> eog;  // every end-of-generation id (eos, eot, eom, …)
   bool add_bos = false;
   bool add_eos = false;
-  bool add_space_prefix = false;         // SentencePiece add_dummy_prefix
+  bool add_space_prefix = false;  // SentencePiece add_dummy_prefix
   bool remove_extra_whitespaces = false;
-  bool escape_whitespaces = true;        // SentencePiece: spaces become U+2581
-  bool clean_spaces = false;             // decode: clean_up_tokenization_spaces
-  bool ignore_merges = false;            // BPE: a whole pre-token found in the vocab wins (llama3)
-  std::string chat_template;             // tokenizer.chat_template, when present
+  bool escape_whitespaces = true;  // SentencePiece: spaces become U+2581
+  bool clean_spaces = false;       // decode: clean_up_tokenization_spaces
+  bool ignore_merges = false;      // BPE: a whole pre-token found in the vocab wins (llama3)
+  std::string chat_template;       // tokenizer.chat_template, when present
+
+  // Special tokens that swallow ASCII whitespace next to them when split out of the text
+  // (Hugging Face added_tokens lstrip/rstrip; llama.cpp sets them by model name, e.g. phi-3's
+  // rstrip and jina's <mask> lstrip). Empty for most tokenizers.
+  std::vector<TokenId> lstrip_ids;
+  std::vector<TokenId> rstrip_ids;
 };
 
 }  // namespace sluice::text
