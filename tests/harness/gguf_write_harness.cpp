@@ -1,6 +1,7 @@
-// gguf_write_harness OUT.gguf [ALIGNMENT]: writes a fixed GGUF file with our writer — one key of
-// every metadata type (arrays and nested arrays included) and tensors of several types — so
-// tests/e2e/test_inspect_dump.py can check gguf-py reads back exactly what test expects.
+// gguf_write_harness OUT.gguf [ALIGNMENT [flat]]: writes a fixed GGUF file with our writer — one
+// key of every metadata type (arrays and nested arrays included) and tensors of several types —
+// so the e2e tests can check gguf-py reads back exactly what they expect. `flat` leaves out the
+// nested array: the GGUF spec allows arrays of arrays, but llama.cpp's reader refuses them.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,7 +18,7 @@ std::vector<uint8_t> byte_pattern(size_t n, uint8_t seed) {
   return bytes;
 }
 
-void add_metadata(sluice::GgufWriter& writer) {
+void add_metadata(sluice::GgufWriter& writer, bool nested_arrays) {
   using sluice::MetaValue;
   writer.add_metadata("general.architecture", MetaValue::string("llama"));
   writer.add_metadata("test.u8", MetaValue::scalar<uint8_t>(200));
@@ -41,6 +42,7 @@ void add_metadata(sluice::GgufWriter& writer) {
   writer.add_metadata("test.array.bool", MetaValue::array(std::vector<bool>{true, false}));
   writer.add_metadata("test.array.string", MetaValue::string_array({"a", "", "\xC3\xBC"}));
   writer.add_metadata("test.array.empty", MetaValue::array(std::vector<int32_t>{}));
+  if (!nested_arrays) return;
   writer.add_metadata("test.array.nested",
                       MetaValue::array_of_arrays({MetaValue::array(std::vector<int32_t>{1, 2}),
                                                   MetaValue::array(std::vector<int32_t>{3})}));
@@ -62,13 +64,14 @@ void add_tensors(sluice::GgufWriter& writer) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gguf_write_harness OUT.gguf [ALIGNMENT]\n");
+    std::fprintf(stderr, "usage: gguf_write_harness OUT.gguf [ALIGNMENT [flat]]\n");
     return 2;
   }
   try {
     sluice::GgufWriter writer;
     if (argc > 2) writer.set_alignment(static_cast<uint32_t>(std::strtoul(argv[2], nullptr, 10)));
-    add_metadata(writer);
+    const bool flat = argc > 3 && std::strcmp(argv[3], "flat") == 0;
+    add_metadata(writer, !flat);
     add_tensors(writer);
     writer.write(argv[1]);
   } catch (const std::exception& e) {

@@ -22,6 +22,7 @@ class GgufWriter {
   uint32_t alignment() const { return alignment_; }
 
   // Appends a key; duplicates are refused. general.alignment must be a u32 power of two.
+  // Arrays of arrays are valid GGUF but llama.cpp refuses them: model files must not use them.
   void add_metadata(std::string key, MetaValue value);
 
   // `shape` is first dimension fastest (ne[0] first), 1 to 4 dims. The writer copies `bytes`,
