@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/fp8_dot.h"
 #include "backend/cpu/matvec.h"
 #include "backend/cpu/vec_dot.h"
 #include "core/thread_pool.h"
@@ -98,6 +99,38 @@ void bm_matvec(benchmark::State& state, QType type, int n_threads) {
   state.SetLabel(std::string(sluice::cpu::isa_name(sluice::cpu::vec_dot_kernel(type).isa)));
 }
 
+// FP8 block-scaled weights (E4M3 + a float32 scale per 128 x 128 block) against float32
+// activations: not a QType, so it has its own case. bench_bytes never makes an E4M3 NaN code or
+// subnormal (bit 6 clear, bit 5 set: exponent field 4..7). Bytes counted are the weights'.
+void bm_matvec_fp8(benchmark::State& state, int n_threads) {
+  static const int64_t n_rows = int64_t(kWeightBytes / uint64_t(kCols));
+  static const std::vector<uint8_t> weights = bench_bytes(uint64_t(n_rows * kCols), 1000);
+  static const std::vector<float> scale_inv = [] {
+    const int64_t blocks =
+        (n_rows / sluice::cpu::kFp8BlockSize) * (kCols / sluice::cpu::kFp8BlockSize);
+    std::vector<float> out(size_t(blocks), 0.0f);  // [n_rows / 128, kCols / 128]
+    std::mt19937 rng(43);
+    std::uniform_real_distribution<float> value(1e-4f, 1e-2f);
+    for (float& s : out) s = value(rng);
+    return out;
+  }();
+  std::vector<float> x(kCols);  // [kCols]
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (float& v : x) v = value(rng);
+  std::vector<float> y(static_cast<size_t>(n_rows));  // [n_rows]
+  sluice::ThreadPool& pool = pool_of(n_threads);
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the benchmark idiom
+    sluice::cpu::matvec_fp8_e4m3_block_scaled(weights.data(), scale_inv.data(), x.data(), y.data(),
+                                              n_rows, kCols, &pool);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(weights.size()));
+  const sluice::cpu::CpuIsa isa = sluice::cpu::best_isa();
+  state.SetLabel(std::string(sluice::cpu::isa_name(sluice::cpu::fp8_e4m3_dot_kernel(isa).isa)));
+}
+
 // Streaming read of a buffer far larger than cache: what the weights of a matvec can at
 // best flow at. It runs the widest F32 dot kernel of a chunk against itself (both operands
 // are the same cache lines, so each byte comes from DRAM once), which keeps the read at
@@ -141,6 +174,12 @@ void register_all() {
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
     }
+  }
+  for (const int t : thread_counts) {
+    benchmark::RegisterBenchmark(
+        ("matvec/fp8_e4m3_block_scaled/threads:" + std::to_string(t)).c_str(), bm_matvec_fp8, t)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
 }
 

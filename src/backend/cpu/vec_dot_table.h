@@ -23,4 +23,11 @@ void add_avx512_block32_kernels(VecDotTable& table);  // vec_dot_q_avx512.cpp
 void add_avx512_kquant_kernels(VecDotTable& table);   // vec_dot_k_avx512.cpp
 void add_avx512_float_kernels(VecDotTable& table);    // vec_dot_f_avx512.cpp
 
+// The FP8 block-scaled row kernels (fp8_dot.h's Fp8DotFn), outside the table because their
+// signature differs; the same rule holds: call only when isa_supported() says yes.
+float vec_dot_fp8_e4m3_avx2(const uint8_t* w_row, const float* block_scales, const float* x,
+                            int64_t n, int64_t block);  // vec_dot_fp8_avx2.cpp
+float vec_dot_fp8_e4m3_avx512(const uint8_t* w_row, const float* block_scales, const float* x,
+                              int64_t n, int64_t block);  // vec_dot_fp8_avx512.cpp
+
 }  // namespace sluice::cpu
