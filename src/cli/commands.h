@@ -14,5 +14,8 @@ struct Command {
 
 Command add_inspect_command(CLI::App& parent);
 Command add_dump_command(CLI::App& parent);
+Command add_tokenize_command(CLI::App& parent);
+Command add_detokenize_command(CLI::App& parent);
+Command add_template_command(CLI::App& parent);
 
 }  // namespace sluice::cli

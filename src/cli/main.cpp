@@ -27,8 +27,9 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("sluice ") + sluice::version());
   app.require_subcommand(1);
   std::vector<sluice::cli::Command> commands = {
-      sluice::cli::add_inspect_command(app),
-      sluice::cli::add_dump_command(app),
+      sluice::cli::add_inspect_command(app),  sluice::cli::add_dump_command(app),
+      sluice::cli::add_tokenize_command(app), sluice::cli::add_detokenize_command(app),
+      sluice::cli::add_template_command(app),
   };
   try {
     app.parse(argc, argv);
