@@ -34,6 +34,7 @@ struct Pipeline {
   bool metaspace = false;            // a Metaspace pre-tokenizer (spaces → U+2581)
   bool prefix_space = false;         // Prepend("▁") or Metaspace prepend_scheme always/first
   bool spaces_replaced = false;      // normalizer Replace(" " → "▁")
+  UnicodeNormalization normalization = UnicodeNormalization::None;  // NFC/NFD/NFKC/NFKD
 };
 
 class Mapper {
@@ -93,9 +94,21 @@ void Mapper::add_normalizer(const Json& node, Pipeline& pipeline) const {
   } else if (type == "Replace" && member(node, "pattern", "Replace").value("String", "") == " " &&
              string_of(node, "content", "Replace") == kSpaceMarker) {
     pipeline.spaces_replaced = true;
-  } else if (type == "NFC") {
-    // Accepted, not applied: the spec has no normalizer stage yet. Text already in NFC (nearly
-    // all text) is unaffected; decomposed input can differ from Hugging Face (docs/MODELS.md).
+  } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    // One form per pipeline: two in a row would need composing them, which no known
+    // tokenizer.json does.
+    if (pipeline.normalization != UnicodeNormalization::None) {
+      refuse("unsupported: more than one Unicode normalization in the normalizer");
+    }
+    // Sluice normalizes before the space handling; a compatibility form after Replace(" ")
+    // would see U+00A0 become a space that the Replace no longer turns into "▁".
+    if ((type == "NFKC" || type == "NFKD") && pipeline.spaces_replaced) {
+      refuse("unsupported normalizer ", type, " after Replace(\" \" → \"▁\")");
+    }
+    pipeline.normalization = type == "NFC"    ? UnicodeNormalization::NFC
+                             : type == "NFD"  ? UnicodeNormalization::NFD
+                             : type == "NFKC" ? UnicodeNormalization::NFKC
+                                              : UnicodeNormalization::NFKD;
   } else {
     refuse("unsupported normalizer '", type, "' (", node.dump().substr(0, 120), ")");
   }
@@ -359,6 +372,7 @@ TokenizerSpec hf_tokenizer_spec_from_json(std::string_view tokenizer_json,
   fill_vocab(mapper, model, added, spec, vocabulary);
   fill_merges(mapper, model, spec);
   spec.ignore_merges = mapper.flag(model, "ignore_merges", false);
+  spec.normalization = pipeline.normalization;
 
   if (pipeline.byte_level) {
     if (byte_fallback || pipeline.metaspace || pipeline.spaces_replaced) {

@@ -1,5 +1,6 @@
 // Tokenizer (tokenizer.h): spec validation, splitting special/added tokens out of the text the
-// way llama.cpp's tokenizer_st_partition does, BOS/EOS, decoding with clean-up, and the
+// way llama.cpp's tokenizer_st_partition does, Unicode normalization of the plain text between
+// them (Hugging Face normalizers), BOS/EOS, decoding with clean-up, and the
 // streaming decoder. Everything kind-specific is delegated to the SegmentModel; this file
 // knows no vocabulary format and no segmentation algorithm.
 #include "text/tokenizer/tokenizer.h"
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "text/tokenizer/segment_model.h"
 #include "text/tokenizer/special_token_splitter.h"
+#include "text/tokenizer/unicode_normalization.h"
 #include "text/tokenizer/utf8.h"
 
 namespace sluice::text {
@@ -134,8 +136,19 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, const EncodeOption
     FragmentContext context;
     context.at_text_start = i == 0;
     context.after_special = i > 0 && fragments[i - 1].token >= 0;
-    s.model->encode_fragment(text.substr(fragment.begin, fragment.end - fragment.begin), context,
-                             out);
+    std::string_view plain = text.substr(fragment.begin, fragment.end - fragment.begin);
+    std::string repaired, normalized;
+    if (s.spec.normalization != UnicodeNormalization::None) {
+      // Hugging Face normalizes the text between added tokens, and only ever sees well-formed
+      // text: invalid bytes are repaired first (as the byte-level model would), then normalized.
+      if (!is_valid_utf8(plain)) {
+        repaired = repair_utf8_per_byte(plain);
+        plain = repaired;
+      }
+      normalized = normalize_unicode(plain, s.spec.normalization);
+      plain = normalized;
+    }
+    s.model->encode_fragment(plain, context, out);
   }
   if (options.add_special && s.spec.add_eos) out.push_back(*s.spec.eos);
   return out;

@@ -32,6 +32,9 @@ enum class TokenType : int32_t {
   Byte = 6,
 };
 
+// A Unicode normalization applied to the plain text before pre-tokenization.
+enum class UnicodeNormalization { None, NFC, NFD, NFKC, NFKD };
+
 struct TokenizerSpec {
   TokenizerKind kind = TokenizerKind::BytePairByteLevel;
   std::string pre_name;                  // tokenizer.ggml.pre as given ("llama-bpe", "qwen2", …)
@@ -51,6 +54,11 @@ struct TokenizerSpec {
   bool clean_spaces = false;       // decode: clean_up_tokenization_spaces
   bool ignore_merges = false;      // BPE: a whole pre-token found in the vocab wins (llama3)
   std::string chat_template;       // tokenizer.chat_template, when present
+
+  // Hugging Face normalizers (tokenizer.json `normalizer`, e.g. Qwen3's NFC) rewrite the plain
+  // text between added tokens before pre-tokenization; ids for decomposed input only match
+  // with the same normalization. llama.cpp applies none for BPE GGUFs, so GGUF specs keep None.
+  UnicodeNormalization normalization = UnicodeNormalization::None;
 
   // Special tokens that swallow ASCII whitespace next to them when split out of the text
   // (Hugging Face added_tokens lstrip/rstrip; llama.cpp sets them by model name, e.g. phi-3's

@@ -1,6 +1,6 @@
 // The Hugging Face tokenizer.json adapter on small inline documents: which pipeline maps to
-// which kind and regexes, merges in both spellings, added-token types, TemplateProcessing BOS,
-// config ids, and refusals that name the stage that cannot be mapped.
+// which kind and regexes, Unicode normalizers, merges in both spellings, added-token types,
+// TemplateProcessing BOS, config ids, and refusals that name the stage that cannot be mapped.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -86,6 +86,21 @@ TEST(HfTokenizerJson, StringMergesAndHoles) {
   EXPECT_EQ(spec.tokens[9], "<think>");
 }
 
+TEST(HfTokenizerJson, UnicodeNormalizersMapAloneOrInASequence) {
+  const std::string byte_level = R"({"type": "ByteLevel", "add_prefix_space": false})";
+  EXPECT_EQ(hf_tokenizer_spec_from_json(document(byte_level), "", "", "t").normalization,
+            UnicodeNormalization::None);
+  EXPECT_EQ(hf_tokenizer_spec_from_json(document(byte_level, "", R"({"type": "NFC"})"), "", "", "t")
+                .normalization,
+            UnicodeNormalization::NFC);
+  EXPECT_EQ(
+      hf_tokenizer_spec_from_json(
+          document(byte_level, "", R"({"type": "Sequence", "normalizers": [{"type": "NFKD"}]})"),
+          "", "", "t")
+          .normalization,
+      UnicodeNormalization::NFKD);
+}
+
 TEST(HfTokenizerJson, RefusesWhatItCannotMap) {
   EXPECT_NE(error_of(document(R"({"type": "Whitespace"})"))
                 .find("unsupported pre_tokenizer 'Whitespace'"),
@@ -94,8 +109,13 @@ TEST(HfTokenizerJson, RefusesWhatItCannotMap) {
       error_of(document(R"({"type": "Split", "pattern": {"String": "x"}, "behavior": "Removed"})"))
           .find("behavior 'Removed'"),
       std::string::npos);
-  EXPECT_NE(error_of(document(R"({"type": "ByteLevel"})", "", R"({"type": "NFKC"})"))
-                .find("unsupported normalizer 'NFKC'"),
+  EXPECT_NE(error_of(document(R"({"type": "ByteLevel"})", "", R"({"type": "Lowercase"})"))
+                .find("unsupported normalizer 'Lowercase'"),
+            std::string::npos);
+  EXPECT_NE(error_of(document(R"({"type": "ByteLevel"})", "",
+                              R"({"type": "Sequence", "normalizers": [{"type": "NFD"},
+                                                                      {"type": "NFC"}]})"))
+                .find("more than one Unicode normalization"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"model": {"type": "Unigram", "vocab": []}})").find("'Unigram'"),
             std::string::npos);
