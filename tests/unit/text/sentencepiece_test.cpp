@@ -7,8 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +16,7 @@
 #include "format/model_file.h"
 #include "sluice/error.h"
 #include "text/tokenizer/segment_model.h"
+#include "unit/text/vocab_cases.h"
 
 namespace sluice::text {
 namespace {
@@ -27,12 +26,10 @@ namespace fs = std::filesystem;
 const fs::path kVocabDir = fs::path(SLUICE_TESTDATA_DIR) / "vocab";
 const fs::path kTokenizersDir = fs::path(SLUICE_TESTDATA_DIR) / "tokenizers";
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test_support::read_binary_file;
+using test_support::read_vocab_cases;
+using test_support::show_ids;
+using test_support::VocabCase;
 
 // The tokenizer.ggml.* keys a SentencePiece vocabulary uses, with llama.cpp's defaults for the
 // "llama" model (add_space_prefix on unless the file says otherwise).
@@ -59,32 +56,6 @@ TokenizerSpec spec_from_vocab_gguf(const fs::path& path) {
   return spec;
 }
 
-struct VocabCase {
-  std::string text;
-  std::vector<TokenId> ids;
-};
-
-// llama.cpp's format (testdata/vocab/README.md): texts separated by "\n__ggml_vocab_test__\n",
-// one line of space-separated ids per text.
-std::vector<VocabCase> read_vocab_cases(const fs::path& inp, const fs::path& out) {
-  const std::string all = read_text(inp);
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  std::vector<VocabCase> cases;
-  for (size_t start = 0, end; (end = all.find(separator, start)) != std::string::npos;
-       start = end + separator.size()) {
-    cases.push_back({all.substr(start, end - start), {}});
-  }
-  std::ifstream lines(out);
-  std::string line;
-  for (size_t i = 0; std::getline(lines, line); ++i) {
-    if (i >= cases.size()) ADD_FAILURE() << out << " has more lines than " << inp << " has texts";
-    if (i >= cases.size()) break;
-    std::istringstream numbers(line);
-    for (TokenId value; numbers >> value;) cases[i].ids.push_back(value);
-  }
-  return cases;
-}
-
 std::vector<TokenId> encode(const SegmentModel& model, const std::string& text) {
   std::vector<TokenId> ids;
   model.encode_fragment(text, FragmentContext{.at_text_start = true}, ids);
@@ -95,12 +66,6 @@ std::string decode(const SegmentModel& model, const std::vector<TokenId>& ids) {
   std::string text;
   for (TokenId id : ids) text += model.token_to_bytes(id);
   model.finish_decode(text, true);
-  return text;
-}
-
-std::string show(const std::vector<TokenId>& ids) {
-  std::string text;
-  for (TokenId id : ids) text += " " + std::to_string(id);
   return text;
 }
 
@@ -117,7 +82,7 @@ TEST_P(SentencePieceVocab, MatchesLlamaCppCorpus) {
   ASSERT_EQ(cases.size(), 46u);
   for (const VocabCase& c : cases) {
     const std::vector<TokenId> ids = encode(*model, c.text);
-    EXPECT_EQ(show(ids), show(c.ids)) << "text: '" << c.text << "'";
+    EXPECT_EQ(show_ids(ids), show_ids(c.ids)) << "text: '" << c.text << "'";
     // Byte fallback makes every text representable, and the dummy prefix is the only space
     // decoding drops, so each text comes back exactly.
     EXPECT_EQ(decode(*model, c.ids), c.text);
@@ -135,9 +100,9 @@ TEST(SentencePiece, DummyPrefixOnlyAtStartAndAfterSpecial) {
   model->encode_fragment("Hello", {.at_text_start = true}, start);
   model->encode_fragment("Hello", {}, middle);
   model->encode_fragment("Hello", {.after_special = true}, after_special);
-  EXPECT_EQ(show(start), " 15043");   // ▁Hello
-  EXPECT_EQ(show(middle), " 10994");  // Hello
-  EXPECT_EQ(show(after_special), " 15043");
+  EXPECT_EQ(show_ids(start), " 15043");   // ▁Hello
+  EXPECT_EQ(show_ids(middle), " 10994");  // Hello
+  EXPECT_EQ(show_ids(after_special), " 15043");
   std::vector<TokenId> empty;
   model->encode_fragment("", {.at_text_start = true}, empty);
   EXPECT_TRUE(empty.empty());
@@ -198,7 +163,7 @@ TokenizerSpec spec_from_tokenizer_json(const std::string& json_text) {
 // Reads a tokenizer.json, unpacking a .xz copy with the xz tool when only that is stored.
 std::string read_tokenizer_json(const std::string& family) {
   const fs::path plain = kTokenizersDir / family / "tokenizer.json";
-  if (fs::exists(plain)) return read_text(plain);
+  if (fs::exists(plain)) return read_binary_file(plain);
   const fs::path packed = kTokenizersDir / family / "tokenizer.json.xz";
   if (!fs::exists(packed)) return {};
   std::string text;
@@ -222,7 +187,8 @@ void check_hf_family(const std::string& family, const std::vector<HfCase>& cases
   if (json.empty()) GTEST_SKIP() << "test data absent (or xz missing): " << kTokenizersDir / family;
   const auto model = make_sentencepiece(spec_from_tokenizer_json(json));
   for (const HfCase& c : cases) {
-    EXPECT_EQ(show(encode(*model, c.text)), show(c.ids)) << family << " text: '" << c.text << "'";
+    EXPECT_EQ(show_ids(encode(*model, c.text)), show_ids(c.ids))
+        << family << " text: '" << c.text << "'";
     EXPECT_EQ(decode(*model, c.ids), c.text) << family;
   }
 }

@@ -8,8 +8,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +15,7 @@
 #include "runtime/tokenizer_from_model_file.h"
 #include "text/tokenizer/hf_tokenizer_json.h"
 #include "text/tokenizer/tokenizer.h"
+#include "unit/text/vocab_cases.h"
 
 namespace sluice::text {
 namespace {
@@ -26,11 +25,8 @@ namespace fs = std::filesystem;
 const fs::path kVocabDir = fs::path(SLUICE_TESTDATA_DIR) / "vocab";
 const fs::path kTokenizersDir = fs::path(SLUICE_TESTDATA_DIR) / "tokenizers";
 
-std::string show(const std::vector<TokenId>& ids) {
-  std::string text;
-  for (TokenId id : ids) text += " " + std::to_string(id);
-  return text;
-}
+using test_support::read_vocab_cases;
+using test_support::show_ids;
 
 Tokenizer gguf_tokenizer(const fs::path& path) {
   return Tokenizer(tokenizer_spec_from_gguf(read_gguf(path.string())));
@@ -45,24 +41,13 @@ TEST_P(SentencePieceGgufCorpus, EncodesAndDecodesEveryText) {
   if (!fs::exists(gguf) || !fs::exists(base + ".inp") || !fs::exists(base + ".out"))
     GTEST_SKIP() << "test data absent: " << gguf << " (+ .inp/.out)";
   const Tokenizer tokenizer = gguf_tokenizer(gguf);
-  std::ifstream inp(base + ".inp", std::ios::binary);
-  std::stringstream all;
-  all << inp.rdbuf();
-  const std::string texts = all.str();
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  std::ifstream out(base + ".out");
+  const auto cases = read_vocab_cases(base + ".inp", base + ".out");
   size_t n = 0;
-  for (size_t start = 0, end; (end = texts.find(separator, start)) != std::string::npos;
-       start = end + separator.size(), ++n) {
-    const std::string text = texts.substr(start, end - start);
-    std::string line;
-    ASSERT_TRUE(std::getline(out, line)) << base << ".out ends before text " << n;
-    std::vector<TokenId> expected;
-    std::istringstream numbers(line);
-    for (TokenId id; numbers >> id;) expected.push_back(id);
+  for (const auto& [text, expected] : cases) {
     const std::vector<TokenId> ids = tokenizer.encode(text);
-    EXPECT_EQ(show(ids), show(expected)) << "text " << n << ": '" << text << "'";
+    EXPECT_EQ(show_ids(ids), show_ids(expected)) << "text " << n << ": '" << text << "'";
     EXPECT_EQ(tokenizer.decode(expected), text) << "text " << n;
+    ++n;
   }
   EXPECT_EQ(n, 46u);
 }
@@ -76,12 +61,12 @@ TEST(SentencePieceTokenizer, SpecialTokensAndDummyPrefix) {
   const fs::path gguf = kVocabDir / "ggml-vocab-llama-spm.gguf";
   if (!fs::exists(gguf)) GTEST_SKIP() << "test data absent: " << gguf;
   const Tokenizer tokenizer = gguf_tokenizer(gguf);
-  EXPECT_EQ(show(tokenizer.encode("Hello", {.add_special = true})), " 1 15043");
-  EXPECT_EQ(show(tokenizer.encode("", {.add_special = true})), " 1");
-  EXPECT_EQ(show(tokenizer.encode("<s>Hello</s>Hello", {.parse_special = true})),
+  EXPECT_EQ(show_ids(tokenizer.encode("Hello", {.add_special = true})), " 1 15043");
+  EXPECT_EQ(show_ids(tokenizer.encode("", {.add_special = true})), " 1");
+  EXPECT_EQ(show_ids(tokenizer.encode("<s>Hello</s>Hello", {.parse_special = true})),
             " 1 15043 2 15043");
   // Not parsed: the markup is plain text, spelled by ordinary pieces.
-  EXPECT_EQ(show(tokenizer.encode("<s>")), " 529 29879 29958");
+  EXPECT_EQ(show_ids(tokenizer.encode("<s>")), " 529 29879 29958");
   const std::vector<TokenId> ids = {1, 15043, 3186};
   EXPECT_EQ(tokenizer.decode(ids, {.skip_special = true}), "Hello world");
   EXPECT_EQ(tokenizer.decode(ids), "<s> Hello world");
@@ -118,7 +103,8 @@ void check_hf_family(const std::string& family, const std::vector<HfCase>& cases
   if (dir.string().find("sluice_spm_test_") != std::string::npos) fs::remove_all(dir);
   ASSERT_EQ(tokenizer.spec().kind, TokenizerKind::SentencePiece);
   for (const HfCase& c : cases) {
-    EXPECT_EQ(show(tokenizer.encode(c.text)), show(c.ids)) << family << ": '" << c.text << "'";
+    EXPECT_EQ(show_ids(tokenizer.encode(c.text)), show_ids(c.ids))
+        << family << ": '" << c.text << "'";
     EXPECT_EQ(tokenizer.decode(c.ids), c.text) << family;
   }
 }

@@ -6,8 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "runtime/tokenizer_from_model_file.h"
 #include "text/tokenizer/hf_tokenizer_json.h"
 #include "text/tokenizer/tokenizer.h"
+#include "unit/text/vocab_cases.h"
 
 namespace sluice::text {
 namespace {
@@ -24,63 +23,24 @@ namespace fs = std::filesystem;
 const fs::path kVocabDir = fs::path(SLUICE_TESTDATA_DIR) / "vocab";
 const fs::path kTokenizersDir = fs::path(SLUICE_TESTDATA_DIR) / "tokenizers";
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-struct Case {
-  std::string text;
-  std::vector<TokenId> ids;
-};
-
-// testdata/vocab/README.md: each text is followed by "\n__ggml_vocab_test__\n"; the .out has
-// one line of space-separated ids per text.
-std::vector<Case> read_cases(const fs::path& inp, const fs::path& out) {
-  const std::string all = read_file(inp);
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  std::vector<Case> cases;
-  size_t start = 0;
-  for (size_t end; (end = all.find(separator, start)) != std::string::npos;
-       start = end + separator.size()) {
-    cases.push_back({all.substr(start, end - start), {}});
-  }
-  std::istringstream lines(read_file(out));
-  std::string line;
-  size_t i = 0;
-  for (; std::getline(lines, line); ++i) {
-    if (i >= cases.size()) break;
-    std::istringstream ids(line);
-    for (TokenId id; ids >> id;) cases[i].ids.push_back(id);
-  }
-  EXPECT_EQ(i, cases.size()) << out << ": line count differs from the texts in " << inp;
-  return cases;
-}
-
-std::string show(const std::vector<TokenId>& ids) {
-  std::string out;
-  for (const TokenId id : ids) {
-    out += ' ';
-    out += std::to_string(id);
-  }
-  return out;
-}
+using test_support::read_vocab_cases;
+using test_support::show_ids;
+using test_support::VocabCase;
 
 // Encodes every text and compares with the expected ids; decodes the expected ids with
 // clean-up off and compares with the text.
-void check_corpus(const std::string& name, TokenizerSpec spec, const std::vector<Case>& cases) {
+void check_corpus(const std::string& name, TokenizerSpec spec,
+                  const std::vector<VocabCase>& cases) {
   ASSERT_EQ(spec.kind, TokenizerKind::BytePairByteLevel) << name;
   ASSERT_FALSE(cases.empty());
   const Tokenizer tokenizer(spec);
   spec.clean_spaces = false;
   const Tokenizer verbatim(std::move(spec));
   int mismatches = 0;
-  for (const Case& c : cases) {
+  for (const VocabCase& c : cases) {
     const std::vector<TokenId> ids = tokenizer.encode(c.text);
     if (ids != c.ids) ++mismatches;
-    EXPECT_EQ(show(ids), show(c.ids)) << name << " text: '" << c.text << "'";
+    EXPECT_EQ(show_ids(ids), show_ids(c.ids)) << name << " text: '" << c.text << "'";
     EXPECT_EQ(verbatim.decode(c.ids), c.text) << name << " round trip of '" << c.text << "'";
   }
   EXPECT_EQ(mismatches, 0) << name << ": " << mismatches << " of " << cases.size() << " texts";
@@ -95,7 +55,8 @@ TEST_P(VocabCorpus, EncodesLikeHuggingFaceAndRoundTrips) {
   const fs::path out = fs::path(gguf.string() + ".out");
   if (!fs::exists(inp) || !fs::exists(out)) GTEST_SKIP() << "no .inp/.out for " << name;
   if (!fs::exists(gguf)) GTEST_SKIP() << gguf.filename() << " is absent (see vocab/README.md)";
-  check_corpus(name, tokenizer_spec_from_gguf(read_gguf(gguf.string())), read_cases(inp, out));
+  check_corpus(name, tokenizer_spec_from_gguf(read_gguf(gguf.string())),
+               read_vocab_cases(inp, out));
 }
 
 // Corpora whose GGUF is absent but whose tokenizer is in testdata/tokenizers: Llama 3's
@@ -116,7 +77,7 @@ TEST_P(VocabCorpusFromTokenizerJson, EncodesLikeHuggingFaceAndRoundTrips) {
   const fs::path json = kTokenizersDir / param.tokenizer / "tokenizer.json";
   if (!fs::exists(inp) || !fs::exists(out)) GTEST_SKIP() << "no .inp/.out for " << param.vocab;
   if (!fs::exists(json)) GTEST_SKIP() << json << " is absent";
-  check_corpus(param.vocab, load_hf_tokenizer_spec(json.string()), read_cases(inp, out));
+  check_corpus(param.vocab, load_hf_tokenizer_spec(json.string()), read_vocab_cases(inp, out));
 }
 
 INSTANTIATE_TEST_SUITE_P(ByteLevelBpe, VocabCorpusFromTokenizerJson,

@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "format/gguf/gguf_reader.h"
 #include "runtime/tokenizer_from_model_file.h"
 #include "text/tokenizer/tokenizer.h"
+#include "unit/text/vocab_cases.h"
 
 namespace sluice::text {
 namespace {
@@ -23,18 +22,9 @@ namespace fs = std::filesystem;
 
 const fs::path kBertGguf = fs::path(SLUICE_TESTDATA_DIR) / "vocab" / "ggml-vocab-bert-bge.gguf";
 
-std::string show(const std::vector<TokenId>& ids) {
-  std::string text;
-  for (TokenId id : ids) text += " " + std::to_string(id);
-  return text;
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using test_support::read_vocab_cases;
+using test_support::show_ids;
+using test_support::VocabCase;
 
 // llama.cpp's test-tokenizer-0 over bert-bge: add_special and parse_special off.
 TEST(WordPieceCorpus, BertBgeMatchesHuggingFaceAndReencodesItsDecoding) {
@@ -45,29 +35,21 @@ TEST(WordPieceCorpus, BertBgeMatchesHuggingFaceAndReencodesItsDecoding) {
   ASSERT_EQ(tokenizer.spec().kind, TokenizerKind::WordPiece);
   const TokenId unk = *tokenizer.spec().unk;
 
-  const std::string texts = read_file(base + ".inp");
-  const std::string separator = "\n__ggml_vocab_test__\n";
-  std::istringstream out(read_file(base + ".out"));
+  const std::vector<VocabCase> cases = read_vocab_cases(base + ".inp", base + ".out");
   size_t n = 0, matched = 0;
-  for (size_t start = 0, end; (end = texts.find(separator, start)) != std::string::npos;
-       start = end + separator.size(), ++n) {
-    const std::string text = texts.substr(start, end - start);
-    std::string line;
-    ASSERT_TRUE(std::getline(out, line)) << base << ".out ends before text " << n;
-    std::vector<TokenId> expected;
-    std::istringstream numbers(line);
-    for (TokenId id; numbers >> id;) expected.push_back(id);
+  for (const auto& [text, expected] : cases) {
     const std::vector<TokenId> ids = tokenizer.encode(text);
     if (ids == expected) ++matched;
-    EXPECT_EQ(show(ids), show(expected)) << "text " << n << ": '" << text << "'";
+    EXPECT_EQ(show_ids(ids), show_ids(expected)) << "text " << n << ": '" << text << "'";
     // BERT's normalization loses case, accents and spacing, so the text cannot come back; what
     // must hold is that the decoded text (normalized, space-separated) encodes to the same ids.
     // An unknown token decodes to "[UNK]", which would encode as three pieces.
     if (std::find(expected.begin(), expected.end(), unk) == expected.end()) {
       const std::string decoded = tokenizer.decode(expected);
-      EXPECT_EQ(show(tokenizer.encode(decoded)), show(expected))
+      EXPECT_EQ(show_ids(tokenizer.encode(decoded)), show_ids(expected))
           << "text " << n << " decoded as '" << decoded << "'";
     }
+    ++n;
   }
   EXPECT_EQ(n, 46u);
   EXPECT_EQ(matched, n);
@@ -78,9 +60,9 @@ TEST(WordPieceCorpus, BertBgeMatchesHuggingFaceAndReencodesItsDecoding) {
   EXPECT_EQ(tokenizer.decode(tokenizer.encode("Führer")), " fuhrer");
   EXPECT_EQ(tokenizer.decode(tokenizer.encode(" discards")), " discards");
   // [CLS] with add_special; control tokens only split out with parse_special.
-  EXPECT_EQ(show(tokenizer.encode("hello", {.add_special = true})), " 101 7592");
-  EXPECT_EQ(show(tokenizer.encode("[SEP] hello", {.parse_special = true})), " 102 7592");
-  EXPECT_EQ(show(tokenizer.encode("[SEP]")), " 1031 19802 1033");
+  EXPECT_EQ(show_ids(tokenizer.encode("hello", {.add_special = true})), " 101 7592");
+  EXPECT_EQ(show_ids(tokenizer.encode("[SEP] hello", {.parse_special = true})), " 102 7592");
+  EXPECT_EQ(show_ids(tokenizer.encode("[SEP]")), " 1031 19802 1033");
 }
 
 // A vocabulary in llama.cpp's GGUF form: "▁" starts a word, continuation pieces are bare.
