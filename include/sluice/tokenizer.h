@@ -44,8 +44,11 @@ class TextTokenizer {
   const std::string& token_text(int32_t id) const;  // as stored (byte-level chars, U+2581)
   const std::string& chat_template() const;         // empty when the source has none
 
- private:
+  // The implementation, for the engine inside the library (opaque outside it).
   struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
   explicit TextTokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -3,23 +3,13 @@
 #include <utility>
 
 #include "core/error.h"
+#include "runtime/text_tokenizer_impl.h"
 #include "runtime/tokenizer_from_model_file.h"
 #include "sluice/tokenizer.h"
 #include "text/tokenizer/hf_tokenizer_json.h"
 #include "text/tokenizer/tokenizer.h"
 
 namespace sluice {
-
-struct TextTokenizer::Impl {
-  explicit Impl(text::TokenizerSpec spec) : tokenizer(std::move(spec)) {}
-  text::Tokenizer tokenizer;
-
-  void check_id(int32_t id) const {
-    if (id < 0 || static_cast<size_t>(id) >= tokenizer.n_vocab()) {
-      fail("token id ", id, " is outside the vocabulary (", tokenizer.n_vocab(), " tokens)");
-    }
-  }
-};
 
 TextTokenizer::TextTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TextTokenizer::~TextTokenizer() = default;

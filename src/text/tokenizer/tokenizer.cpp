@@ -196,8 +196,9 @@ bool Tokenizer::is_end_of_generation(TokenId id) const {
   return id >= 0 && static_cast<size_t>(id) < n_vocab() && state_->eog[id];
 }
 
-StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, DecodeOptions options)
-    : tokenizer_(&tokenizer), options_(options) {}
+StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, DecodeOptions options,
+                                   bool at_text_start)
+    : tokenizer_(&tokenizer), options_(options), first_(at_text_start) {}
 
 std::string StreamingDecoder::push(TokenId id) {
   const std::string piece = tokenizer_->decode_piece(id, first_, options_);

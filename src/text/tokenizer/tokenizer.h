@@ -61,7 +61,10 @@ class Tokenizer {
 // needs the following text, so streams do not apply it (nor does llama.cpp's token_to_piece).
 class StreamingDecoder {
  public:
-  explicit StreamingDecoder(const Tokenizer& tokenizer, DecodeOptions options = {});
+  // at_text_start: the first token begins the text (SentencePiece then drops its leading
+  // space); false when continuing text that came before, as generation after a prompt does.
+  explicit StreamingDecoder(const Tokenizer& tokenizer, DecodeOptions options = {},
+                            bool at_text_start = true);
   std::string push(TokenId id);  // the text that became complete with this token
   std::string flush();           // whatever is left, invalid bytes replaced by U+FFFD
 

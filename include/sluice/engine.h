@@ -1,0 +1,136 @@
+// The engine through the public API: load a model (GGUF file or Hugging Face safetensors
+// snapshot), open sessions on it, evaluate token ids, generate with a sampler. The CLI and the
+// server use this alone; architectures, tensors, kernels and the KV cache stay behind it.
+// A Session is used by one thread at a time; a Model may be shared by many sessions.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sluice/tokenizer.h"
+
+namespace sluice {
+
+struct ModelOptions {
+  int n_threads = 0;              // 0: one per physical core the process may use
+  std::string backend = "cpu";    // "cpu" (later "cuda")
+};
+
+struct ModelInfo {
+  std::string path;
+  std::string architecture;  // general.architecture, e.g. "llama"
+  std::string name;          // general.name, or the file name
+  int64_t n_ctx_train = 0;   // the context length the model was trained with
+  int64_t n_vocab = 0;
+  int64_t n_layer = 0;
+  int64_t n_embd = 0;
+  uint64_t weight_bytes = 0;  // bytes of all tensors as stored
+};
+
+class Model {
+ public:
+  // Loads and checks every tensor the architecture expects; throws sluice::Error naming the
+  // file, tensor or key when anything is missing, misshapen or of an unknown type.
+  static std::shared_ptr<Model> load(const std::string& path, const ModelOptions& options = {});
+  virtual ~Model() = default;
+
+  virtual const ModelInfo& info() const = 0;
+  virtual const TextTokenizer& tokenizer() const = 0;
+  // The model's Jinja chat template ("" when it has none) and BOS/EOS texts for rendering.
+  virtual const std::string& chat_template() const = 0;
+};
+
+enum class KvType { kF16, kF32 };
+
+struct SessionOptions {
+  int64_t n_ctx = 4096;  // capped at the model's n_ctx_train; 0: n_ctx_train
+  KvType kv_type = KvType::kF16;
+  int64_t n_batch = 256;  // prefill chunk: tokens per forward call
+};
+
+struct SamplingParams {
+  float temperature = 0.0f;  // <= 0: greedy (argmax; deterministic)
+  int32_t top_k = 0;         // <= 0: off
+  float top_p = 1.0f;        // >= 1: off
+  float min_p = 0.0f;        // <= 0: off
+  float typical_p = 1.0f;    // >= 1: off
+  float repeat_penalty = 1.0f;  // 1: off (divides positive logits, multiplies negative)
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t penalty_last_n = 64;       // window of recent tokens the penalties look at
+  std::map<int32_t, float> logit_bias;  // added to the logit of each id
+  uint64_t seed = 0xC0FFEE;            // same seed, same params, same logits: same tokens
+};
+
+enum class StopReason { kMaxTokens, kEndOfGeneration, kStopToken, kStopString, kCancelled, kContextFull };
+const char* stop_reason_name(StopReason reason);  // "length", "eog", "stop_token", "stop", …
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // the whole conversation so far; a shared prefix is reused
+  SamplingParams sampling;
+  int64_t max_tokens = 256;
+  std::vector<int32_t> stop_tokens;     // besides the tokenizer's end-of-generation ids
+  std::vector<std::string> stop_strings;  // text is held back until it cannot start one
+  bool emit_special = false;             // stream the text of control tokens too
+};
+
+struct TokenEvent {
+  int32_t id = -1;
+  std::string text;  // complete UTF-8 only; may be empty while bytes or a stop string pend
+};
+
+struct GenerationStats {
+  int64_t n_prompt = 0;        // prompt tokens given
+  int64_t n_prompt_reused = 0;  // of those, taken from the session's cache
+  int64_t n_generated = 0;
+  double prompt_seconds = 0;    // prefill of the tokens not reused
+  double generate_seconds = 0;  // after the first token
+  double first_token_seconds = 0;
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // generated ids (a stop token is included, a stop string's not)
+  std::string text;
+  StopReason stop_reason = StopReason::kMaxTokens;
+  GenerationStats stats;
+};
+
+class Session {
+ public:
+  explicit Session(std::shared_ptr<Model> model, const SessionOptions& options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Appends `tokens` after those already committed and returns the logits, row-major
+  // [rows, n_vocab]: the last position only, or every appended position. Throws when the
+  // context would overflow.
+  std::vector<float> eval(std::span<const int32_t> tokens, bool all_positions = false);
+
+  // Makes the session hold `request.prompt` (reusing the longest common prefix), then samples
+  // until a stop. `on_token` sees each token as it is chosen; returning false stops (as
+  // kCancelled). `cancel` is checked between tokens and between prefill chunks.
+  GenerationResult generate(const GenerationRequest& request,
+                            const std::function<bool(const TokenEvent&)>& on_token = {},
+                            const std::atomic<bool>* cancel = nullptr);
+
+  void clear();  // forget every committed token
+  const std::vector<int32_t>& tokens() const;  // committed ids, in order
+  int64_t n_ctx() const;
+  const Model& model() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Peak resident set size of this process in bytes (for --stats).
+uint64_t peak_rss_bytes();
+
+}  // namespace sluice

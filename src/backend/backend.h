@@ -1,0 +1,95 @@
+// Backend: the operations a forward pass is written against — matmul of a quantized weight by
+// activation rows, embedding lookup, norms, RoPE, attention over a KV cache, element-wise
+// activations. model/ calls only this interface; cpu/ implements it (the reference) and cuda/
+// will (issue 8). Pointers are the backend's own memory (host memory for the CPU). Knows no
+// architecture, file or tensor name.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/qtype.h"
+
+namespace sluice {
+
+// A 2-D weight: n_rows rows of n_cols elements, each row row_bytes(type, n_cols) bytes.
+struct MatrixView {
+  QType type = QType::F32;
+  const void* data = nullptr;
+  int64_t n_cols = 0;  // GGUF ne[0]: the reduction length
+  int64_t n_rows = 0;  // GGUF ne[1]: outputs
+};
+
+enum class RopeStyle : uint8_t {
+  kNone,
+  kNormal,  // rotates adjacent pairs (x[2i], x[2i+1]): llama.cpp's NORM, GGUF llama weights
+  kNeox,    // rotates halves (x[i], x[i + n_rot/2]): GPT-NeoX, Hugging Face rotate_half
+};
+
+struct RopeConfig {
+  RopeStyle style = RopeStyle::kNormal;
+  int64_t n_rot = 0;        // leading dimensions of each head that rotate
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;  // linear position scaling (1 / rope.scaling.factor)
+  const float* freq_factors = nullptr;  // [n_rot / 2] divisors of each frequency (Llama 3.1+)
+};
+
+enum class KvElement : uint8_t { kF16, kF32 };  // how KV cells are stored
+
+// One layer's cache as attention reads it: cells of a ring, cell = position % capacity.
+struct KvLayerView {
+  KvElement type = KvElement::kF16;
+  void* k = nullptr;  // [capacity, n_head_kv, head_dim_k]
+  void* v = nullptr;  // [capacity, n_head_kv, head_dim_v]
+  int64_t capacity = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim_k = 0;
+  int64_t head_dim_v = 0;
+};
+
+struct AttentionCall {
+  const float* q = nullptr;  // [n_tokens, n_head, head_dim_k], already scaled/roped
+  float* out = nullptr;      // [n_tokens, n_head, head_dim_v]
+  int64_t n_tokens = 0;
+  int64_t n_head = 0;
+  int64_t pos0 = 0;    // position of the first token; token t sits at pos0 + t
+  int64_t window = 0;  // > 0: a query at p sees positions p - window + 1 .. p; 0: all up to p
+  float scale = 1.0f;  // multiplies q·k before the softmax
+  float softcap = 0.0f;  // > 0: scores become softcap * tanh(scores / softcap)
+  KvLayerView kv;
+};
+
+enum class GluActivation : uint8_t { kSilu, kGeluTanh };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // y[t, r] = sum_c W[r, c] * x[t, c].  x: [n_tokens, n_cols], y: [n_tokens, n_rows].
+  // Activations are converted to the weight type's activation format first (Q8_0, Q8_K …).
+  virtual void matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) = 0;
+  // out[i, :] = table row ids[i] as float.  out: [n, table.n_cols]
+  virtual void get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) = 0;
+  // y[r] = x[r] / rms(x[r]) * weight (weight may be nullptr: no scaling). In place allowed.
+  virtual void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
+                        float eps) = 0;
+  // Rotates x: [n_tokens, n_head, head_dim] in place; token t at position pos0 + t.
+  virtual void rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
+                    const RopeConfig& config) = 0;
+  // Writes k/v rows of n_tokens tokens at positions pos0.. into the layer's cells.
+  virtual void kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
+                        int64_t pos0) = 0;
+  virtual void attention(const AttentionCall& call) = 0;
+  // gate[i] = act(gate[i]) * up[i] over n elements.
+  virtual void glu(GluActivation act, float* gate, const float* up, int64_t n) = 0;
+  // x[i] *= sigmoid(gate[i]).
+  virtual void mul_sigmoid(float* x, const float* gate, int64_t n) = 0;
+  // y[i] += x[i].
+  virtual void add(float* y, const float* x, int64_t n) = 0;
+  // x[r, c] += bias[c] for n_rows rows of n_cols.
+  virtual void add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols) = 0;
+  virtual void scale(float* x, float factor, int64_t n) = 0;
+  // x = cap * tanh(x / cap).
+  virtual void softcap(float* x, float cap, int64_t n) = 0;
+};
+
+}  // namespace sluice

@@ -1,0 +1,150 @@
+// CpuBackend's matmul, embedding lookup and element-wise ops (attention and the KV writes are
+// in cpu_attention.cpp). The float math follows ggml's CPU ops where that decides results:
+// RMS norm sums squares in double, RoPE advances theta by repeated multiplication in float.
+#include "backend/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/vec_dot.h"
+#include "core/error.h"
+#include "quant/dequantize.h"
+#include "quant/dot_reference.h"
+#include "quant/quantize.h"
+
+namespace sluice::cpu {
+
+CpuBackend::CpuBackend(ThreadPool* pool) : pool_(pool) {}
+
+void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) {
+  const auto act_type = activation_type_for(w.type);
+  const VecDotKernel kernel = vec_dot_kernel(w.type);
+  if (!act_type || kernel.fn == nullptr) fail("matmul: no dot product for ", qtype_name(w.type));
+  const int64_t n_cols = w.n_cols;
+  const int64_t act_row = int64_t(*row_bytes(*act_type, uint64_t(n_cols)));
+  const int64_t w_row = int64_t(*row_bytes(w.type, uint64_t(n_cols)));
+
+  const uint8_t* x_q = reinterpret_cast<const uint8_t*>(x);
+  if (*act_type != QType::F32) {
+    const size_t need = size_t(n_tokens * act_row);
+    if (activations_.size() < need) activations_.resize(need);
+    const QuantizeFn quantize = quantizer_of(*act_type);
+    uint8_t* dst = activations_.data();
+    parallel(n_tokens, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) quantize(x + t * n_cols, dst + t * act_row, n_cols);
+    });
+    x_q = dst;
+  }
+
+  const auto* rows = static_cast<const uint8_t*>(w.data);
+  const VecDotFn dot = kernel.fn;
+  const int64_t n_rows = w.n_rows;
+  // Rows outside, tokens inside: a weight row stays in L1 while every token uses it.
+  auto body = [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const uint8_t* row = rows + r * w_row;
+      for (int64_t t = 0; t < n_tokens; ++t) y[t * n_rows + r] = dot(row, x_q + t * act_row, n_cols);
+    }
+  };
+  const int n_threads = pool_ != nullptr ? pool_->size() : 1;
+  int64_t chunk = n_rows / (8 * n_threads);
+  if (chunk < 1) chunk = 1;
+  parallel(n_rows, chunk, body);
+}
+
+void CpuBackend::get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) {
+  const int64_t row = int64_t(*row_bytes(table.type, uint64_t(table.n_cols)));
+  const auto* base = static_cast<const uint8_t*>(table.data);
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= table.n_rows) {
+      fail("token id ", ids[i], " is outside the embedding table (", table.n_rows, " rows)");
+    }
+    dequantize_row(table.type, base + ids[i] * row, out + i * table.n_cols, table.n_cols);
+  }
+}
+
+void CpuBackend::rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
+                          float eps) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += double(xr[i] * xr[i]);
+    const float mean = float(sum / double(n));
+    const float factor = 1.0f / std::sqrt(mean + eps);
+    if (weight != nullptr) {
+      for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] * factor) * weight[i];
+    } else {
+      for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * factor;
+    }
+  }
+}
+
+void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
+                      const RopeConfig& config) {
+  if (config.style == RopeStyle::kNone || config.n_rot == 0) return;
+  const int64_t n_rot = config.n_rot;
+  const float theta_scale = std::pow(config.freq_base, -2.0f / float(n_rot));
+  constexpr int64_t kMaxRot = 1024;
+  float cos_cache[kMaxRot / 2];
+  float sin_cache[kMaxRot / 2];
+  if (n_rot > kMaxRot || n_rot > head_dim || n_rot % 2 != 0) fail("rope: bad n_rot ", n_rot);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    // theta_i = pos * base^(-2i/n_rot), advanced by multiplication as ggml does.
+    float theta = float(pos0 + t);
+    for (int64_t i = 0; i < n_rot / 2; ++i) {
+      const float factor = config.freq_factors != nullptr ? config.freq_factors[i] : 1.0f;
+      const float angle = config.freq_scale * (theta / factor);
+      cos_cache[i] = std::cos(angle);
+      sin_cache[i] = std::sin(angle);
+      theta *= theta_scale;
+    }
+    for (int64_t h = 0; h < n_head; ++h) {
+      float* v = x + (t * n_head + h) * head_dim;
+      const int64_t half = n_rot / 2;
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t a = config.style == RopeStyle::kNormal ? 2 * i : i;
+        const int64_t b = config.style == RopeStyle::kNormal ? 2 * i + 1 : i + half;
+        const float x0 = v[a];
+        const float x1 = v[b];
+        v[a] = x0 * cos_cache[i] - x1 * sin_cache[i];
+        v[b] = x0 * sin_cache[i] + x1 * cos_cache[i];
+      }
+    }
+  }
+}
+
+void CpuBackend::glu(GluActivation act, float* gate, const float* up, int64_t n) {
+  if (act == GluActivation::kSilu) {
+    for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    return;
+  }
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoefA = 0.044715f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = gate[i];
+    gate[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + kCoefA * v * v))) * up[i];
+  }
+}
+
+void CpuBackend::mul_sigmoid(float* x, const float* gate, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+}
+
+void CpuBackend::add(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void CpuBackend::add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols) {
+  for (int64_t r = 0; r < n_rows; ++r) add(x + r * n_cols, bias, n_cols);
+}
+
+void CpuBackend::scale(float* x, float factor, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
+void CpuBackend::softcap(float* x, float cap, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+}  // namespace sluice::cpu

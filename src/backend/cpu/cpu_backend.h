@@ -1,0 +1,51 @@
+// CpuBackend: the Backend (backend/backend.h) on host memory — the reference every other
+// backend is compared with. Matmuls quantize activations into the weight type's activation
+// format and call the per-ISA vec_dot table; loops run on the model's ThreadPool. Each output
+// element is one kernel call whose inputs do not depend on the thread split, so results are
+// identical for any thread count. Scratch grows on first use and is then reused.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+
+namespace sluice::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(ThreadPool* pool);  // pool may be nullptr: single-threaded
+
+  void matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) override;
+  void get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override;
+  void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
+                float eps) override;
+  void rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
+            const RopeConfig& config) override;
+  void kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
+                int64_t pos0) override;
+  void attention(const AttentionCall& call) override;
+  void glu(GluActivation act, float* gate, const float* up, int64_t n) override;
+  void mul_sigmoid(float* x, const float* gate, int64_t n) override;
+  void add(float* y, const float* x, int64_t n) override;
+  void add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols) override;
+  void scale(float* x, float factor, int64_t n) override;
+  void softcap(float* x, float cap, int64_t n) override;
+
+ private:
+  // Runs body(lo, hi) over [0, n) in chunks on the pool (inline when there is none).
+  template <class Body>
+  void parallel(int64_t n, int64_t chunk, Body&& body) {
+    if (pool_ == nullptr || pool_->size() == 1 || n <= chunk) {
+      body(int64_t(0), n);
+      return;
+    }
+    pool_->parallel_for(0, n, chunk, body);
+  }
+
+  ThreadPool* pool_;
+  std::vector<uint8_t> activations_;  // [n_tokens, activation row bytes] of the last matmul
+};
+
+}  // namespace sluice::cpu

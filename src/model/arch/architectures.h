@@ -1,0 +1,19 @@
+// The factories of the architecture files in this folder, one per family; only registry.cpp
+// calls them. Each reads its hyper-parameters, binds and checks its tensors, and returns its
+// forward.
+#pragma once
+
+#include <memory>
+
+#include "format/model_file.h"
+#include "model/language_model.h"
+
+namespace sluice::model {
+
+std::unique_ptr<LanguageModel> make_llama(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_qwen2(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_qwen3(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_gemma3(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_muse_glimmer(const ModelFile& file);
+
+}  // namespace sluice::model

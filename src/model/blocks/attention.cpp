@@ -1,0 +1,86 @@
+// The self-attention block. Order of operations follows llama.cpp's graphs (norm before RoPE,
+// bias right after its projection, the gate applied before the output projection).
+#include "model/blocks/attention.h"
+
+namespace sluice::model {
+
+AttentionWeights bind_attention(WeightBinder& binder, int64_t layer, const AttentionShape& s,
+                                bool with_gate) {
+  AttentionWeights w;
+  const int64_t q_dim = s.n_head * s.head_dim_k;
+  const int64_t k_dim = s.n_head_kv * s.head_dim_k;
+  const int64_t v_dim = s.n_head_kv * s.head_dim_v;
+  const int64_t o_dim = s.n_head * s.head_dim_v;
+  w.wq = binder.matrix(layer_tensor(layer, "attn_q.weight"), s.n_embd, q_dim);
+  w.wk = binder.matrix(layer_tensor(layer, "attn_k.weight"), s.n_embd, k_dim);
+  w.wv = binder.matrix(layer_tensor(layer, "attn_v.weight"), s.n_embd, v_dim);
+  w.wo = binder.matrix(layer_tensor(layer, "attn_output.weight"), o_dim, s.n_embd);
+  w.bq = binder.optional_vector(layer_tensor(layer, "attn_q.bias"), q_dim).value_or(std::vector<float>{});
+  w.bk = binder.optional_vector(layer_tensor(layer, "attn_k.bias"), k_dim).value_or(std::vector<float>{});
+  w.bv = binder.optional_vector(layer_tensor(layer, "attn_v.bias"), v_dim).value_or(std::vector<float>{});
+  w.bo = binder.optional_vector(layer_tensor(layer, "attn_output.bias"), s.n_embd).value_or(std::vector<float>{});
+  w.q_norm =
+      binder.optional_vector(layer_tensor(layer, "attn_q_norm.weight"), s.head_dim_k).value_or(std::vector<float>{});
+  w.k_norm =
+      binder.optional_vector(layer_tensor(layer, "attn_k_norm.weight"), s.head_dim_k).value_or(std::vector<float>{});
+  if (with_gate) w.gate = binder.matrix(layer_tensor(layer, "attn_gate.weight"), s.n_embd, o_dim);
+  return w;
+}
+
+void AttentionScratch::reserve(const AttentionShape& s, int64_t n_batch) {
+  q.resize(size_t(n_batch * s.n_head * s.head_dim_k));
+  k.resize(size_t(n_batch * s.n_head_kv * s.head_dim_k));
+  v.resize(size_t(n_batch * s.n_head_kv * s.head_dim_v));
+  attn.resize(size_t(n_batch * s.n_head * s.head_dim_v));
+  gate.resize(size_t(n_batch * s.n_head * s.head_dim_v));
+}
+
+void self_attention(Backend& backend, const AttentionWeights& w, const AttentionShape& s,
+                    const AttentionLayerConfig& config, const KvLayerView& kv_layer, int64_t layer,
+                    const float* x, int64_t n_tokens, int64_t pos0, AttentionScratch& scratch,
+                    float* out, const Trace& trace) {
+  float* q = scratch.q.data();
+  float* k = scratch.k.data();
+  float* v = scratch.v.data();
+  backend.matmul(w.wq, x, q, n_tokens);
+  backend.matmul(w.wk, x, k, n_tokens);
+  backend.matmul(w.wv, x, v, n_tokens);
+  if (!w.bq.empty()) backend.add_bias(q, w.bq.data(), n_tokens, w.wq.n_rows);
+  if (!w.bk.empty()) backend.add_bias(k, w.bk.data(), n_tokens, w.wk.n_rows);
+  if (!w.bv.empty()) backend.add_bias(v, w.bv.data(), n_tokens, w.wv.n_rows);
+  if (!w.q_norm.empty()) {
+    backend.rms_norm(q, w.q_norm.data(), q, n_tokens * s.n_head, s.head_dim_k, s.norm_eps);
+  }
+  if (!w.k_norm.empty()) {
+    backend.rms_norm(k, w.k_norm.data(), k, n_tokens * s.n_head_kv, s.head_dim_k, s.norm_eps);
+  }
+  backend.rope(q, n_tokens, s.n_head, s.head_dim_k, pos0, config.rope);
+  backend.rope(k, n_tokens, s.n_head_kv, s.head_dim_k, pos0, config.rope);
+  trace("Qcur", layer, q, w.wq.n_rows);
+  trace("Kcur", layer, k, w.wk.n_rows);
+  trace("Vcur", layer, v, w.wv.n_rows);
+
+  backend.kv_store(kv_layer, k, v, n_tokens, pos0);
+  AttentionCall call;
+  call.q = q;
+  call.out = scratch.attn.data();
+  call.n_tokens = n_tokens;
+  call.n_head = s.n_head;
+  call.pos0 = pos0;
+  call.window = config.window;
+  call.scale = config.scale;
+  call.kv = kv_layer;
+  backend.attention(call);
+  const int64_t o_dim = s.n_head * s.head_dim_v;
+  trace("kqv_out", layer, call.out, o_dim);
+
+  if (w.gate.data != nullptr) {
+    backend.matmul(w.gate, x, scratch.gate.data(), n_tokens);
+    backend.mul_sigmoid(call.out, scratch.gate.data(), n_tokens * o_dim);
+  }
+  backend.matmul(w.wo, call.out, out, n_tokens);
+  if (!w.bo.empty()) backend.add_bias(out, w.bo.data(), n_tokens, s.n_embd);
+  trace("attn_out", layer, out, s.n_embd);
+}
+
+}  // namespace sluice::model

@@ -1,0 +1,56 @@
+// Self-attention block of decoder transformers: Q/K/V projections (optional biases), optional
+// per-head RMS norm of Q and K, RoPE, the KV-cache write, grouped-query attention over the cache
+// (optionally sliding), an optional sigmoid output gate, and the output projection.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/blocks/trace.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace sluice::model {
+
+struct AttentionWeights {
+  MatrixView wq, wk, wv, wo;    // [n_embd, n_head*dk], [n_embd, n_kv*dk], [n_embd, n_kv*dv], [n_head*dv, n_embd]
+  std::vector<float> bq, bk, bv, bo;  // empty when the model has none
+  std::vector<float> q_norm, k_norm;  // [dk] per-head RMS norm weights; empty when none
+  MatrixView gate;                    // [n_embd, n_head*dv]; data == nullptr when none
+};
+
+struct AttentionShape {
+  int64_t n_embd = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim_k = 0;
+  int64_t head_dim_v = 0;
+  float norm_eps = 1e-6f;  // of q_norm / k_norm
+};
+
+struct AttentionLayerConfig {
+  RopeConfig rope;  // style kNone: no rotation on this layer
+  int64_t window = 0;
+  float scale = 1.0f;  // applied to scores (q·k)
+};
+
+// Binds blk.<layer>.attn_{q,k,v,output}.weight and whatever of the optional tensors exist:
+// attn_{q,k,v,output}.bias, attn_{q,k}_norm.weight, and attn_gate.weight when `with_gate`.
+AttentionWeights bind_attention(WeightBinder& binder, int64_t layer, const AttentionShape& shape,
+                                bool with_gate);
+
+// Scratch of one chunk: q [n, n_head*dk], k [n, n_kv*dk], v [n, n_kv*dv], attn [n, n_head*dv],
+// gate [n, n_head*dv].
+struct AttentionScratch {
+  std::vector<float> q, k, v, attn, gate;
+  void reserve(const AttentionShape& shape, int64_t n_batch);
+};
+
+// out [n_tokens, n_embd] = attention(x [n_tokens, n_embd]); appends K/V at pos0.. to `kv_layer`.
+void self_attention(Backend& backend, const AttentionWeights& w, const AttentionShape& shape,
+                    const AttentionLayerConfig& config, const KvLayerView& kv_layer, int64_t layer,
+                    const float* x, int64_t n_tokens, int64_t pos0, AttentionScratch& scratch,
+                    float* out, const Trace& trace);
+
+}  // namespace sluice::model

@@ -1,0 +1,125 @@
+// PreNormDecoder's binding and forward.
+#include "model/blocks/pre_norm_decoder.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace sluice::model {
+namespace {
+
+struct Layer {
+  std::vector<float> attn_norm;  // [n_embd]
+  AttentionWeights attn;
+  std::vector<float> ffn_norm;  // [n_embd]
+  GluFfnWeights ffn;
+};
+
+class PreNormDecoder final : public LanguageModel {
+ public:
+  PreNormDecoder(const ModelFile& file, const std::string& arch,
+                 const PreNormDecoderOptions& options) {
+    const ArchMetadata meta(file, arch);
+    hp_ = read_decoder_hparams(meta);
+    summary_ = {arch, hp_.n_vocab, hp_.n_embd, hp_.n_layer, hp_.n_ctx_train};
+    shape_ = {hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim_k, hp_.head_dim_v, hp_.rms_eps};
+
+    WeightBinder binder(file);
+    token_embd_ = binder.matrix("token_embd.weight", hp_.n_embd, hp_.n_vocab);
+    head_ = bind_output_head(binder, token_embd_, hp_.n_embd, hp_.n_vocab);
+    if (auto factors = binder.optional_vector("rope_freqs.weight", hp_.n_rot / 2)) {
+      rope_freq_factors_ = std::move(*factors);
+    }
+    layers_.resize(size_t(hp_.n_layer));
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+      Layer& layer = layers_[size_t(il)];
+      layer.attn_norm = binder.vector(layer_tensor(il, "attn_norm.weight"), hp_.n_embd);
+      layer.attn = bind_attention(binder, il, shape_, /*with_gate=*/false);
+      layer.ffn_norm = binder.vector(layer_tensor(il, "ffn_norm.weight"), hp_.n_embd);
+      layer.ffn = bind_glu_ffn(binder, il, hp_.n_embd, hp_.n_ff);
+      if (options.require_qkv_bias && (layer.attn.bq.empty() || layer.attn.bk.empty() ||
+                                       layer.attn.bv.empty())) {
+        fail(file.display_name(), ": ", arch, " needs blk.", il, ".attn_{q,k,v}.bias");
+      }
+      if (options.require_qk_norm && (layer.attn.q_norm.empty() || layer.attn.k_norm.empty())) {
+        fail(file.display_name(), ": ", arch, " needs blk.", il, ".attn_{q,k}_norm.weight");
+      }
+    }
+    binder.check_all_bound();
+
+    config_.rope = {options.rope_style, hp_.n_rot, hp_.rope_freq_base, hp_.rope_freq_scale,
+                    rope_freq_factors_.empty() ? nullptr : rope_freq_factors_.data()};
+    config_.scale = 1.0f / std::sqrt(float(hp_.head_dim_k));
+  }
+
+  const ModelSummary& summary() const override { return summary_; }
+
+  std::vector<KvLayerSpec> kv_layout() const override {
+    return std::vector<KvLayerSpec>(size_t(hp_.n_layer),
+                                    {hp_.n_head_kv, hp_.head_dim_k, hp_.head_dim_v, 0});
+  }
+
+  void reserve(int64_t n_batch) override {
+    if (n_batch <= reserved_) return;
+    reserved_ = n_batch;
+    x_.resize(size_t(n_batch * hp_.n_embd));
+    xn_.resize(size_t(n_batch * hp_.n_embd));
+    branch_.resize(size_t(n_batch * hp_.n_embd));
+    attn_scratch_.reserve(shape_, n_batch);
+    ffn_scratch_.reserve(hp_.n_ff, n_batch);
+  }
+
+  void forward(Backend& backend, KvCache& kv, const ForwardRequest& request) override {
+    const int64_t n = int64_t(request.tokens.size());
+    const int64_t n_embd = hp_.n_embd;
+    const Trace trace{request.observer, n};
+    float* x = x_.data();
+    backend.get_rows(token_embd_, request.tokens.data(), n, x);
+    trace("inp_embd", -1, x, n_embd);
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+      const Layer& layer = layers_[size_t(il)];
+      backend.rms_norm(x, layer.attn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
+      trace("attn_norm", il, xn_.data(), n_embd);
+      self_attention(backend, layer.attn, shape_, config_, kv.layer(il), il, xn_.data(), n,
+                     request.pos0, attn_scratch_, branch_.data(), trace);
+      backend.add(x, branch_.data(), n * n_embd);
+      trace("ffn_inp", il, x, n_embd);
+      backend.rms_norm(x, layer.ffn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
+      trace("ffn_norm", il, xn_.data(), n_embd);
+      glu_ffn(backend, layer.ffn, GluActivation::kSilu, il, xn_.data(), n, ffn_scratch_,
+              branch_.data(), trace);
+      backend.add(x, branch_.data(), n * n_embd);
+      trace("l_out", il, x, n_embd);
+    }
+    const int64_t rows = request.all_logits ? n : 1;
+    float* out_rows = request.all_logits ? x : x + (n - 1) * n_embd;
+    output_logits(backend, head_, out_rows, rows, hp_.rms_eps, request.logits, trace);
+  }
+
+ private:
+  DecoderHParams hp_;
+  ModelSummary summary_;
+  AttentionShape shape_;
+  AttentionLayerConfig config_;
+  MatrixView token_embd_;  // [n_embd, n_vocab]
+  OutputHead head_;
+  std::vector<float> rope_freq_factors_;  // [n_rot / 2]; empty when the file has none
+  std::vector<Layer> layers_;
+
+  int64_t reserved_ = 0;
+  std::vector<float> x_;       // [n_batch, n_embd] the residual stream
+  std::vector<float> xn_;      // [n_batch, n_embd] its normed copy
+  std::vector<float> branch_;  // [n_batch, n_embd] attention or FFN output
+  AttentionScratch attn_scratch_;
+  FfnScratch ffn_scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<LanguageModel> make_pre_norm_decoder(const ModelFile& file,
+                                                     const std::string& arch,
+                                                     const PreNormDecoderOptions& options) {
+  return std::make_unique<PreNormDecoder>(file, arch, options);
+}
+
+}  // namespace sluice::model

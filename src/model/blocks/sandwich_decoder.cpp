@@ -1,0 +1,131 @@
+// SandwichDecoder's binding and forward.
+#include "model/blocks/sandwich_decoder.h"
+
+#include "core/error.h"
+#include "model/blocks/ffn.h"
+#include "model/blocks/output_head.h"
+
+namespace sluice::model {
+namespace {
+
+struct Layer {
+  std::vector<float> attn_norm, attn_post_norm;  // [n_embd]
+  AttentionWeights attn;
+  std::vector<float> ffn_norm, ffn_post_norm;  // [n_embd]
+  GluFfnWeights ffn;
+};
+
+class SandwichDecoder final : public LanguageModel {
+ public:
+  SandwichDecoder(const ModelFile& file, SandwichDecoderConfig config) : c_(std::move(config)) {
+    const DecoderHParams& hp = c_.hp;
+    if (int64_t(c_.layers.size()) != hp.n_layer) fail("sandwich decoder: layer configs");
+    summary_ = {c_.arch, hp.n_vocab, hp.n_embd, hp.n_layer, hp.n_ctx_train};
+    shape_ = {hp.n_embd, hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v, hp.rms_eps};
+    WeightBinder binder(file);
+    token_embd_ = binder.matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
+    if (c_.require_output && !binder.has("output.weight")) {
+      fail(file.display_name(), ": ", c_.arch, " needs output.weight");
+    }
+    head_ = bind_output_head(binder, token_embd_, hp.n_embd, hp.n_vocab);
+    layers_.resize(size_t(hp.n_layer));
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      Layer& l = layers_[size_t(il)];
+      l.attn_norm = binder.vector(layer_tensor(il, "attn_norm.weight"), hp.n_embd);
+      l.attn_post_norm = binder.vector(layer_tensor(il, "post_attention_norm.weight"), hp.n_embd);
+      l.attn = bind_attention(binder, il, shape_, c_.attn_gate);
+      l.ffn_norm = binder.vector(layer_tensor(il, "ffn_norm.weight"), hp.n_embd);
+      l.ffn_post_norm = binder.vector(layer_tensor(il, "post_ffw_norm.weight"), hp.n_embd);
+      l.ffn = bind_glu_ffn(binder, il, hp.n_embd, hp.n_ff);
+    }
+    binder.check_all_bound();
+  }
+
+  const ModelSummary& summary() const override { return summary_; }
+
+  std::vector<KvLayerSpec> kv_layout() const override {
+    std::vector<KvLayerSpec> specs;
+    for (const AttentionLayerConfig& layer : c_.layers) {
+      specs.push_back({c_.hp.n_head_kv, c_.hp.head_dim_k, c_.hp.head_dim_v, layer.window});
+    }
+    return specs;
+  }
+
+  void reserve(int64_t n_batch) override {
+    if (n_batch <= reserved_) return;
+    reserved_ = n_batch;
+    x_.resize(size_t(n_batch * c_.hp.n_embd));
+    xn_.resize(size_t(n_batch * c_.hp.n_embd));
+    branch_.resize(size_t(n_batch * c_.hp.n_embd));
+    attn_scratch_.reserve(shape_, n_batch);
+    ffn_scratch_.reserve(c_.hp.n_ff, n_batch);
+  }
+
+  void forward(Backend& backend, KvCache& kv, const ForwardRequest& request) override {
+    const DecoderHParams& hp = c_.hp;
+    const int64_t n = int64_t(request.tokens.size());
+    const int64_t n_embd = hp.n_embd;
+    const Trace trace{request.observer, n};
+    float* x = x_.data();
+    backend.get_rows(token_embd_, request.tokens.data(), n, x);
+    if (c_.embd_scale != 1.0f) backend.scale(x, c_.embd_scale, n * n_embd);
+    if (c_.embd_norm) backend.rms_norm(x, nullptr, x, n, n_embd, hp.rms_eps);
+    trace("inp_embd", -1, x, n_embd);
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      const Layer& l = layers_[size_t(il)];
+      backend.rms_norm(x, l.attn_norm.data(), xn_.data(), n, n_embd, hp.rms_eps);
+      trace("attn_norm", il, xn_.data(), n_embd);
+      self_attention(backend, l.attn, shape_, c_.layers[size_t(il)], kv.layer(il), il,
+                     xn_.data(), n, request.pos0, attn_scratch_, branch_.data(), trace);
+      backend.rms_norm(branch_.data(), l.attn_post_norm.data(), branch_.data(), n, n_embd,
+                       c_.post_norm_eps);
+      backend.add(x, branch_.data(), n * n_embd);
+      trace("ffn_inp", il, x, n_embd);
+      backend.rms_norm(x, l.ffn_norm.data(), xn_.data(), n, n_embd, hp.rms_eps);
+      glu_ffn(backend, l.ffn, c_.activation, il, xn_.data(), n, ffn_scratch_, branch_.data(),
+              trace);
+      backend.rms_norm(branch_.data(), l.ffn_post_norm.data(), branch_.data(), n, n_embd,
+                       c_.post_norm_eps);
+      backend.add(x, branch_.data(), n * n_embd);
+      trace("l_out", il, x, n_embd);
+    }
+    const int64_t rows = request.all_logits ? n : 1;
+    float* out_rows = request.all_logits ? x : x + (n - 1) * n_embd;
+    output_logits(backend, head_, out_rows, rows, hp.rms_eps, request.logits, trace);
+    const int64_t n_logits = rows * hp.n_vocab;
+    if (c_.logit_scale != 1.0f) backend.scale(request.logits, c_.logit_scale, n_logits);
+    if (c_.final_softcap > 0.0f) backend.softcap(request.logits, c_.final_softcap, n_logits);
+  }
+
+ private:
+  SandwichDecoderConfig c_;
+  ModelSummary summary_;
+  AttentionShape shape_;
+  MatrixView token_embd_;  // [n_embd, n_vocab]
+  OutputHead head_;
+  std::vector<Layer> layers_;
+
+  int64_t reserved_ = 0;
+  std::vector<float> x_;       // [n_batch, n_embd] the residual stream
+  std::vector<float> xn_;      // [n_batch, n_embd] normed input of a branch
+  std::vector<float> branch_;  // [n_batch, n_embd] a branch's output
+  AttentionScratch attn_scratch_;
+  FfnScratch ffn_scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<LanguageModel> make_sandwich_decoder(const ModelFile& file,
+                                                     SandwichDecoderConfig config) {
+  return std::make_unique<SandwichDecoder>(file, std::move(config));
+}
+
+std::vector<bool> sliding_pattern(int64_t n_layer, int64_t period) {
+  std::vector<bool> sliding(static_cast<size_t>(n_layer));
+  for (int64_t il = 0; il < n_layer; ++il) {
+    sliding[size_t(il)] = period == 0 || il % period < period - 1;
+  }
+  return sliding;
+}
+
+}  // namespace sluice::model

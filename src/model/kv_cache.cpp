@@ -1,0 +1,49 @@
+// KvCache's storage and the prefix-reuse rule for sliding rings.
+#include "model/kv_cache.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace sluice::model {
+
+KvCache::KvCache(std::vector<KvLayerSpec> layers, int64_t n_ctx, int64_t n_batch, KvElement type)
+    : layers_(std::move(layers)), n_ctx_(n_ctx), n_batch_(n_batch), type_(type) {
+  if (n_ctx < 1 || n_batch < 1) fail("kv cache: n_ctx and n_batch must be positive");
+  const size_t element = type == KvElement::kF16 ? 2 : 4;
+  storage_.resize(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const KvLayerSpec& spec = layers_[i];
+    Layer& layer = storage_[i];
+    layer.capacity = spec.window > 0 ? std::min(n_ctx, spec.window + n_batch - 1) : n_ctx;
+    layer.k.resize(size_t(layer.capacity * spec.n_head_kv * spec.head_dim_k) * element);
+    layer.v.resize(size_t(layer.capacity * spec.n_head_kv * spec.head_dim_v) * element);
+  }
+}
+
+KvLayerView KvCache::layer(int64_t index) {
+  const KvLayerSpec& spec = layers_[size_t(index)];
+  Layer& layer = storage_[size_t(index)];
+  return KvLayerView{type_,          layer.k.data(),  layer.v.data(),  layer.capacity,
+                     spec.n_head_kv, spec.head_dim_k, spec.head_dim_v};
+}
+
+uint64_t KvCache::bytes() const {
+  uint64_t total = 0;
+  for (const Layer& layer : storage_) total += layer.k.size() + layer.v.size();
+  return total;
+}
+
+int64_t KvCache::reusable_prefix(int64_t n_keep, int64_t n_written) const {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const int64_t window = layers_[i].window;
+    if (window <= 0 || storage_[i].capacity >= n_ctx_) continue;
+    // The next query (at n_keep) reads back to n_keep - window + 1; that cell must not have
+    // been overwritten by a later position already written.
+    const int64_t oldest_needed = std::max<int64_t>(0, n_keep - window + 1);
+    if (n_written - 1 - oldest_needed >= storage_[i].capacity) return 0;
+  }
+  return n_keep;
+}
+
+}  // namespace sluice::model

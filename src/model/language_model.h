@@ -1,0 +1,53 @@
+// LanguageModel: what every architecture implements — its hyper-parameters, its KV layout and
+// one forward over a chunk of tokens that appends them to the KV cache and writes logits. The
+// registry (registry.h) builds one from a ModelFile; runtime/ drives it. An ActivationObserver
+// sees every named intermediate tensor, so tests can find the first layer that diverges from a
+// reference.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/kv_cache.h"
+
+namespace sluice::model {
+
+class ActivationObserver {
+ public:
+  virtual ~ActivationObserver() = default;
+  // data: [n_tokens, row] float32, valid only during the call. layer -1: outside the layers.
+  virtual void observe(std::string_view name, int64_t layer, const float* data, int64_t n_tokens,
+                       int64_t row) = 0;
+};
+
+struct ForwardRequest {
+  std::span<const int32_t> tokens;  // the chunk; at most kv.n_batch() tokens
+  int64_t pos0 = 0;                 // position of tokens[0]
+  bool all_logits = false;          // logits for every token, else only the last
+  float* logits = nullptr;          // [all_logits ? n_tokens : 1, n_vocab]
+  ActivationObserver* observer = nullptr;
+};
+
+struct ModelSummary {
+  std::string architecture;
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_ctx_train = 0;
+};
+
+class LanguageModel {
+ public:
+  virtual ~LanguageModel() = default;
+  virtual const ModelSummary& summary() const = 0;
+  virtual std::vector<KvLayerSpec> kv_layout() const = 0;
+  // Buffers sized for chunks of n_batch tokens; called once per session before forwards.
+  virtual void reserve(int64_t n_batch) = 0;
+  virtual void forward(Backend& backend, KvCache& kv, const ForwardRequest& request) = 0;
+};
+
+}  // namespace sluice::model

@@ -1,0 +1,49 @@
+// The table of architectures, in one place.
+#include "model/registry.h"
+
+#include <string_view>
+
+#include "core/error.h"
+#include "model/arch/architectures.h"
+
+namespace sluice::model {
+namespace {
+
+struct ArchEntry {
+  std::string_view name;
+  std::unique_ptr<LanguageModel> (*make)(const ModelFile&);
+};
+
+constexpr ArchEntry kArchitectures[] = {
+    {"llama", make_llama},   {"qwen2", make_qwen2},
+    {"qwen3", make_qwen3},   {"gemma3", make_gemma3},
+    {"muse-glimmer", make_muse_glimmer},
+};
+
+}  // namespace
+
+std::vector<std::string> supported_architectures() {
+  std::vector<std::string> names;
+  for (const ArchEntry& entry : kArchitectures) names.emplace_back(entry.name);
+  return names;
+}
+
+std::unique_ptr<LanguageModel> load_language_model(const ModelFile& file) {
+  const MetaValue* value = file.find("general.architecture");
+  if (value == nullptr || value->as_string() == nullptr) {
+    fail(file.format_name(), ": ", file.display_name(),
+         ": general.architecture is missing or not a string");
+  }
+  const std::string& arch = *value->as_string();
+  for (const ArchEntry& entry : kArchitectures) {
+    if (entry.name == arch) return entry.make(file);
+  }
+  std::string known;
+  for (const ArchEntry& entry : kArchitectures) {
+    known += (known.empty() ? "" : ", ") + std::string(entry.name);
+  }
+  fail(file.format_name(), ": ", file.display_name(), ": unknown architecture '", arch,
+       "' (supported: ", known, ")");
+}
+
+}  // namespace sluice::model

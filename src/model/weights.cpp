@@ -1,0 +1,104 @@
+// WeightBinder's checks. Messages name the file, the tensor and what was expected.
+#include "model/weights.h"
+
+#include "backend/cpu/vec_dot.h"
+#include "core/error.h"
+#include "quant/dequantize.h"
+
+namespace sluice::model {
+namespace {
+
+std::string shape_text(std::span<const uint64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+std::string shape_text(std::initializer_list<int64_t> shape) {
+  std::string text = "[";
+  size_t i = 0;
+  for (int64_t d : shape) text += (i++ ? ", " : "") + std::to_string(d);
+  return text + "]";
+}
+
+}  // namespace
+
+std::string layer_tensor(int64_t layer, const char* suffix) {
+  return "blk." + std::to_string(layer) + "." + suffix;
+}
+
+WeightBinder::WeightBinder(const ModelFile& file) : file_(file) {}
+
+const TensorInfo& WeightBinder::require(const std::string& name,
+                                        std::initializer_list<int64_t> shape) {
+  const TensorInfo* info = file_.find_tensor(name);
+  if (info == nullptr) {
+    fail(file_.format_name(), ": ", file_.display_name(), ": missing tensor '", name,
+         "' (expected shape ", shape_text(shape), ")");
+  }
+  bool same = info->n_dims == shape.size();
+  size_t i = 0;
+  for (int64_t d : shape) same = same && int64_t(info->ne[i++]) == d;
+  // A trailing dimension of 1 is the same shape (GGUF writers differ on [n] vs [n, 1]).
+  if (!same && shape.size() == 2 && info->n_dims == 1 && *(shape.begin() + 1) == 1) {
+    same = int64_t(info->ne[0]) == *shape.begin();
+  }
+  if (!same) {
+    fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", name, "' has shape ",
+         shape_text(info->shape()), ", expected ", shape_text(shape));
+  }
+  bound_.insert(name);
+  return *info;
+}
+
+MatrixView WeightBinder::matrix(const std::string& name, int64_t n_cols, int64_t n_rows) {
+  const TensorInfo& info = require(name, {n_cols, n_rows});
+  if (cpu::vec_dot_kernel(info.type).fn == nullptr) {
+    fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", name, "' has type ",
+         qtype_name(info.type), ", which has no matrix kernel");
+  }
+  return MatrixView{info.type, file_.tensor_bytes(info).data(), n_cols, n_rows};
+}
+
+std::optional<MatrixView> WeightBinder::optional_matrix(const std::string& name, int64_t n_cols,
+                                                        int64_t n_rows) {
+  if (!has(name)) return std::nullopt;
+  return matrix(name, n_cols, n_rows);
+}
+
+std::vector<float> WeightBinder::vector(const std::string& name, int64_t n) {
+  const TensorInfo& info = require(name, {n});
+  if (!traits_of(info.type).is_float) {
+    fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", name, "' has type ",
+         qtype_name(info.type), ", expected a floating-point vector");
+  }
+  std::vector<float> values(static_cast<size_t>(n));
+  dequantize_row(info.type, file_.tensor_bytes(info).data(), values.data(), n);
+  return values;
+}
+
+std::optional<std::vector<float>> WeightBinder::optional_vector(const std::string& name,
+                                                                int64_t n) {
+  if (!has(name)) return std::nullopt;
+  return vector(name, n);
+}
+
+void WeightBinder::ignore(const std::string& name) {
+  if (has(name)) bound_.insert(name);
+}
+
+void WeightBinder::check_all_bound() const {
+  std::string extra;
+  int count = 0;
+  for (const TensorInfo& info : file_.tensors()) {
+    if (bound_.count(info.name)) continue;
+    if (count < 5) extra += (count ? ", '" : "'") + info.name + "'";
+    ++count;
+  }
+  if (count > 0) {
+    fail(file_.format_name(), ": ", file_.display_name(), ": ", count,
+         " unexpected tensor(s) for this architecture: ", extra, count > 5 ? ", …" : "");
+  }
+}
+
+}  // namespace sluice::model

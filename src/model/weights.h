@@ -1,0 +1,45 @@
+// WeightBinder: hands an architecture the resident tensors it names, checking each against the
+// shape and kind it expects (a matrix needs a type with a CPU dot product; a vector is read into
+// float32), and at the end refuses tensors nobody asked for, so a file of another variant is
+// caught at load instead of computing garbage. Knows tensor names only as strings it is given.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "format/model_file.h"
+
+namespace sluice::model {
+
+class WeightBinder {
+ public:
+  explicit WeightBinder(const ModelFile& file);
+
+  // A [n_cols, n_rows] (GGUF order: n_cols fastest) weight matrix, viewed in place.
+  MatrixView matrix(const std::string& name, int64_t n_cols, int64_t n_rows);
+  std::optional<MatrixView> optional_matrix(const std::string& name, int64_t n_cols,
+                                            int64_t n_rows);
+  // A 1-D tensor of n elements, converted to float32.
+  std::vector<float> vector(const std::string& name, int64_t n);
+  std::optional<std::vector<float>> optional_vector(const std::string& name, int64_t n);
+
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+  // Marks tensors the architecture knowingly ignores (e.g. rope_freqs it recomputes).
+  void ignore(const std::string& name);
+  // Refuses the file when any tensor was neither bound nor ignored, naming up to 5 of them.
+  void check_all_bound() const;
+
+ private:
+  const TensorInfo& require(const std::string& name, std::initializer_list<int64_t> shape);
+
+  const ModelFile& file_;
+  std::set<std::string> bound_;
+};
+
+std::string layer_tensor(int64_t layer, const char* suffix);  // "blk.<layer>.<suffix>"
+
+}  // namespace sluice::model

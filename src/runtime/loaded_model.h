@@ -1,0 +1,42 @@
+// LoadedModel: the Model behind the public API — the open model file (its mapping backs every
+// resident weight), the architecture's LanguageModel, the tokenizer, and the thread pool its
+// forwards run on. Sessions of one model take turns on it (forward_mutex): the pool runs one
+// loop at a time and the LanguageModel's scratch is shared.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "format/model_file.h"
+#include "model/language_model.h"
+#include "sluice/engine.h"
+
+namespace sluice {
+
+class LoadedModel final : public Model {
+ public:
+  LoadedModel(const std::string& path, const ModelOptions& options);
+
+  const ModelInfo& info() const override { return info_; }
+  const TextTokenizer& tokenizer() const override { return tokenizer_; }
+  const std::string& chat_template() const override { return tokenizer_.chat_template(); }
+
+  model::LanguageModel& language_model() { return *language_model_; }
+  ThreadPool& pool() { return *pool_; }
+  std::mutex& forward_mutex() { return forward_mutex_; }
+
+ private:
+  ModelFile file_;
+  std::unique_ptr<model::LanguageModel> language_model_;
+  TextTokenizer tokenizer_;
+  ModelInfo info_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::mutex forward_mutex_;
+};
+
+// Threads to use when the caller says 0: the CPUs this process may run on.
+int default_thread_count();
+
+}  // namespace sluice

@@ -1,0 +1,43 @@
+// Session::Impl: one conversation's state on a LoadedModel — the KV cache, the committed token
+// ids, the CPU backend with its scratch and the logits buffer — and the two steps everything
+// else is made of: bring the cache to a given prefix (reusing what matches) and run a chunked
+// forward. Owned by one thread at a time.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/kv_cache.h"
+#include "runtime/loaded_model.h"
+#include "sluice/engine.h"
+
+namespace sluice {
+
+struct Session::Impl {
+  Impl(std::shared_ptr<Model> model, const SessionOptions& options);
+
+  // Appends `tokens` (prefill in chunks of n_batch) and leaves the logits of the last token in
+  // last_logits, or of every token in `all` when given ([n_tokens, n_vocab]). Returns false
+  // when `cancel` was raised between chunks (the tokens done so far stay committed).
+  bool append(std::span<const int32_t> tokens, std::vector<float>* all,
+              const std::atomic<bool>* cancel);
+  // Keeps the longest prefix of the committed tokens that `prompt` starts with, and can still
+  // be continued (sliding rings), leaving at least one token of `prompt` to evaluate.
+  int64_t rewind_to_common_prefix(std::span<const int32_t> prompt);
+  void check_ids(std::span<const int32_t> tokens) const;
+
+  std::shared_ptr<LoadedModel> model;
+  int64_t n_ctx = 0;
+  int64_t n_batch = 0;
+  int64_t n_vocab = 0;
+  model::KvCache kv;
+  cpu::CpuBackend backend;
+  std::vector<int32_t> tokens;        // committed ids; tokens.size() is the next position
+  std::vector<float> chunk_logits;    // [n_batch, n_vocab] scratch of one forward
+  std::vector<float> last_logits;     // [n_vocab] of the last committed token
+};
+
+}  // namespace sluice
