@@ -21,7 +21,7 @@ test: build
 
 # Until the chat engine lands, the main job is inspecting the default model.
 run: build
-	@model=$$(scripts/fetch_default_model.sh) && $(BUILD)/sluice inspect "$$model"
+	@model=$$(scripts/fetch_default_model.sh) && exec $(BUILD)/sluice run "$$model" $(ARGS)
 
 bench: build
 	@$(BUILD)/bench/sluice_bench_quant --benchmark_min_time=0.2

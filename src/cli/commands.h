@@ -17,5 +17,8 @@ Command add_dump_command(CLI::App& parent);
 Command add_tokenize_command(CLI::App& parent);
 Command add_detokenize_command(CLI::App& parent);
 Command add_template_command(CLI::App& parent);
+Command add_eval_command(CLI::App& parent);
+Command add_run_command(CLI::App& parent);
+Command add_bench_command(CLI::App& parent);
 
 }  // namespace sluice::cli

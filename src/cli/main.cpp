@@ -29,7 +29,8 @@ int run(int argc, char** argv) {
   std::vector<sluice::cli::Command> commands = {
       sluice::cli::add_inspect_command(app),  sluice::cli::add_dump_command(app),
       sluice::cli::add_tokenize_command(app), sluice::cli::add_detokenize_command(app),
-      sluice::cli::add_template_command(app),
+      sluice::cli::add_template_command(app), sluice::cli::add_run_command(app),
+      sluice::cli::add_eval_command(app),     sluice::cli::add_bench_command(app),
   };
   try {
     app.parse(argc, argv);
