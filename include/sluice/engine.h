@@ -18,8 +18,8 @@
 namespace sluice {
 
 struct ModelOptions {
-  int n_threads = 0;              // 0: one per physical core the process may use
-  std::string backend = "cpu";    // "cpu" (later "cuda")
+  int n_threads = 0;            // 0: one per physical core the process may use
+  std::string backend = "cpu";  // "cpu" (later "cuda")
 };
 
 struct ModelInfo {
@@ -55,29 +55,36 @@ struct SessionOptions {
 };
 
 struct SamplingParams {
-  float temperature = 0.0f;  // <= 0: greedy (argmax; deterministic)
-  int32_t top_k = 0;         // <= 0: off
-  float top_p = 1.0f;        // >= 1: off
-  float min_p = 0.0f;        // <= 0: off
-  float typical_p = 1.0f;    // >= 1: off
+  float temperature = 0.0f;     // <= 0: greedy (argmax; deterministic)
+  int32_t top_k = 0;            // <= 0: off
+  float top_p = 1.0f;           // >= 1: off
+  float min_p = 0.0f;           // <= 0: off
+  float typical_p = 1.0f;       // >= 1: off
   float repeat_penalty = 1.0f;  // 1: off (divides positive logits, multiplies negative)
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  int32_t penalty_last_n = 64;       // window of recent tokens the penalties look at
+  int32_t penalty_last_n = 64;          // window of recent tokens the penalties look at
   std::map<int32_t, float> logit_bias;  // added to the logit of each id
-  uint64_t seed = 0xC0FFEE;            // same seed, same params, same logits: same tokens
+  uint64_t seed = 0xC0FFEE;             // same seed, same params, same logits: same tokens
 };
 
-enum class StopReason { kMaxTokens, kEndOfGeneration, kStopToken, kStopString, kCancelled, kContextFull };
+enum class StopReason {
+  kMaxTokens,
+  kEndOfGeneration,
+  kStopToken,
+  kStopString,
+  kCancelled,
+  kContextFull
+};
 const char* stop_reason_name(StopReason reason);  // "length", "eog", "stop_token", "stop", …
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // the whole conversation so far; a shared prefix is reused
   SamplingParams sampling;
   int64_t max_tokens = 256;
-  std::vector<int32_t> stop_tokens;     // besides the tokenizer's end-of-generation ids
+  std::vector<int32_t> stop_tokens;       // besides the tokenizer's end-of-generation ids
   std::vector<std::string> stop_strings;  // text is held back until it cannot start one
-  bool emit_special = false;             // stream the text of control tokens too
+  bool emit_special = false;              // stream the text of control tokens too
 };
 
 struct TokenEvent {
@@ -86,7 +93,7 @@ struct TokenEvent {
 };
 
 struct GenerationStats {
-  int64_t n_prompt = 0;        // prompt tokens given
+  int64_t n_prompt = 0;         // prompt tokens given
   int64_t n_prompt_reused = 0;  // of those, taken from the session's cache
   int64_t n_generated = 0;
   double prompt_seconds = 0;    // prefill of the tokens not reused
@@ -120,7 +127,7 @@ class Session {
                             const std::function<bool(const TokenEvent&)>& on_token = {},
                             const std::atomic<bool>* cancel = nullptr);
 
-  void clear();  // forget every committed token
+  void clear();                                // forget every committed token
   const std::vector<int32_t>& tokens() const;  // committed ids, in order
   int64_t n_ctx() const;
   const Model& model() const;

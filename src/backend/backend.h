@@ -27,9 +27,9 @@ enum class RopeStyle : uint8_t {
 
 struct RopeConfig {
   RopeStyle style = RopeStyle::kNormal;
-  int64_t n_rot = 0;        // leading dimensions of each head that rotate
+  int64_t n_rot = 0;  // leading dimensions of each head that rotate
   float freq_base = 10000.0f;
-  float freq_scale = 1.0f;  // linear position scaling (1 / rope.scaling.factor)
+  float freq_scale = 1.0f;              // linear position scaling (1 / rope.scaling.factor)
   const float* freq_factors = nullptr;  // [n_rot / 2] divisors of each frequency (Llama 3.1+)
 };
 
@@ -51,9 +51,9 @@ struct AttentionCall {
   float* out = nullptr;      // [n_tokens, n_head, head_dim_v]
   int64_t n_tokens = 0;
   int64_t n_head = 0;
-  int64_t pos0 = 0;    // position of the first token; token t sits at pos0 + t
-  int64_t window = 0;  // > 0: a query at p sees positions p - window + 1 .. p; 0: all up to p
-  float scale = 1.0f;  // multiplies q·k before the softmax
+  int64_t pos0 = 0;      // position of the first token; token t sits at pos0 + t
+  int64_t window = 0;    // > 0: a query at p sees positions p - window + 1 .. p; 0: all up to p
+  float scale = 1.0f;    // multiplies q·k before the softmax
   float softcap = 0.0f;  // > 0: scores become softcap * tanh(scores / softcap)
   KvLayerView kv;
 };

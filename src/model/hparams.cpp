@@ -46,8 +46,9 @@ std::optional<int64_t> ArchMetadata::find_int(std::string_view key) const {
   const MetaValue* value = file_.find(full_key(key));
   if (value == nullptr) return std::nullopt;
   auto result = integer_of(*value);
-  if (!result) refuse(key, std::string("expected an integer, found ") +
-                               std::string(meta_type_name(value->type())));
+  if (!result)
+    refuse(key,
+           std::string("expected an integer, found ") + std::string(meta_type_name(value->type())));
   return result;
 }
 
@@ -57,7 +58,8 @@ std::optional<float> ArchMetadata::find_float(std::string_view key) const {
   if (auto v = value->as<float>()) return *v;
   if (auto v = value->as<double>()) return float(*v);
   if (auto v = integer_of(*value)) return float(*v);
-  refuse(key, std::string("expected a number, found ") + std::string(meta_type_name(value->type())));
+  refuse(key,
+         std::string("expected a number, found ") + std::string(meta_type_name(value->type())));
 }
 
 int64_t ArchMetadata::get_int(std::string_view key) const {
@@ -111,8 +113,8 @@ std::vector<int64_t> ArchMetadata::get_per_layer(std::string_view key, int64_t n
 
 int64_t ArchMetadata::checked(std::string_view key, int64_t value, int64_t lo, int64_t hi) const {
   if (value < lo || value > hi) {
-    refuse(key, std::to_string(value) + " is outside " + std::to_string(lo) + ".." +
-                    std::to_string(hi));
+    refuse(key,
+           std::to_string(value) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
   }
   return value;
 }
@@ -145,9 +147,9 @@ DecoderHParams read_decoder_hparams(const ArchMetadata& meta) {
   hp.n_ff = meta.checked("feed_forward_length",
                          uniform_per_layer(meta, "feed_forward_length", hp.n_layer, std::nullopt),
                          1, kMaxDim);
-  hp.n_head = meta.checked("attention.head_count",
-                           uniform_per_layer(meta, "attention.head_count", hp.n_layer, std::nullopt),
-                           1, 4096);
+  hp.n_head = meta.checked(
+      "attention.head_count",
+      uniform_per_layer(meta, "attention.head_count", hp.n_layer, std::nullopt), 1, 4096);
   hp.n_head_kv = meta.checked(
       "attention.head_count_kv",
       uniform_per_layer(meta, "attention.head_count_kv", hp.n_layer, hp.n_head), 1, hp.n_head);
@@ -159,8 +161,8 @@ DecoderHParams read_decoder_hparams(const ArchMetadata& meta) {
                                meta.get_int("attention.key_length", default_head_dim), 1, 1024);
   hp.head_dim_v = meta.checked("attention.value_length",
                                meta.get_int("attention.value_length", default_head_dim), 1, 1024);
-  hp.n_ctx_train = meta.checked("context_length", meta.get_int("context_length", 4096), 1,
-                                int64_t(1) << 30);
+  hp.n_ctx_train =
+      meta.checked("context_length", meta.get_int("context_length", 4096), 1, int64_t(1) << 30);
   hp.n_rot = meta.checked("rope.dimension_count",
                           meta.get_int("rope.dimension_count", hp.head_dim_k), 0, hp.head_dim_k);
   hp.rms_eps = meta.get_float("attention.layer_norm_rms_epsilon", 1e-5f);

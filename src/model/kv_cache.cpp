@@ -24,7 +24,7 @@ KvCache::KvCache(std::vector<KvLayerSpec> layers, int64_t n_ctx, int64_t n_batch
 KvLayerView KvCache::layer(int64_t index) {
   const KvLayerSpec& spec = layers_[size_t(index)];
   Layer& layer = storage_[size_t(index)];
-  return KvLayerView{type_,          layer.k.data(),  layer.v.data(),  layer.capacity,
+  return KvLayerView{type_,          layer.k.data(),  layer.v.data(), layer.capacity,
                      spec.n_head_kv, spec.head_dim_k, spec.head_dim_v};
 }
 

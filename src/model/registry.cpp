@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/arch/architectures.h"
+#include "model/hf_snapshot.h"
 
 namespace sluice::model {
 namespace {
@@ -15,8 +16,10 @@ struct ArchEntry {
 };
 
 constexpr ArchEntry kArchitectures[] = {
-    {"llama", make_llama},   {"qwen2", make_qwen2},
-    {"qwen3", make_qwen3},   {"gemma3", make_gemma3},
+    {"llama", make_llama},
+    {"qwen2", make_qwen2},
+    {"qwen3", make_qwen3},
+    {"gemma3", make_gemma3},
     {"muse-glimmer", make_muse_glimmer},
 };
 
@@ -29,6 +32,8 @@ std::vector<std::string> supported_architectures() {
 }
 
 std::unique_ptr<LanguageModel> load_language_model(const ModelFile& file) {
+  // The view shares the snapshot's mapped files, which `file` keeps alive for the model.
+  if (is_hf_snapshot(file)) return load_language_model(gguf_view_of_hf_snapshot(file));
   const MetaValue* value = file.find("general.architecture");
   if (value == nullptr || value->as_string() == nullptr) {
     fail(file.format_name(), ": ", file.display_name(),

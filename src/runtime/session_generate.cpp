@@ -18,8 +18,8 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-bool is_stop_token(const GenerationRequest& request, const text::Tokenizer& tokenizer,
-                   int32_t id, StopReason* reason) {
+bool is_stop_token(const GenerationRequest& request, const text::Tokenizer& tokenizer, int32_t id,
+                   StopReason* reason) {
   if (tokenizer.is_end_of_generation(id)) {
     *reason = StopReason::kEndOfGeneration;
     return true;
@@ -37,12 +37,18 @@ bool is_stop_token(const GenerationRequest& request, const text::Tokenizer& toke
 
 const char* stop_reason_name(StopReason reason) {
   switch (reason) {
-    case StopReason::kMaxTokens: return "length";
-    case StopReason::kEndOfGeneration: return "eog";
-    case StopReason::kStopToken: return "stop_token";
-    case StopReason::kStopString: return "stop";
-    case StopReason::kCancelled: return "cancelled";
-    case StopReason::kContextFull: return "context_full";
+    case StopReason::kMaxTokens:
+      return "length";
+    case StopReason::kEndOfGeneration:
+      return "eog";
+    case StopReason::kStopToken:
+      return "stop_token";
+    case StopReason::kStopString:
+      return "stop";
+    case StopReason::kCancelled:
+      return "cancelled";
+    case StopReason::kContextFull:
+      return "context_full";
   }
   return "unknown";
 }
@@ -134,7 +140,9 @@ GenerationResult Session::generate(const GenerationRequest& request,
   }
   result.stats.n_generated = int64_t(result.tokens.size());
   result.stats.generate_seconds =
-      result.tokens.empty() ? 0.0 : std::chrono::duration<double>(Clock::now() - first_token_time).count();
+      result.tokens.empty()
+          ? 0.0
+          : std::chrono::duration<double>(Clock::now() - first_token_time).count();
   return result;
 }
 

@@ -35,9 +35,9 @@ struct Session::Impl {
   int64_t n_vocab = 0;
   model::KvCache kv;
   cpu::CpuBackend backend;
-  std::vector<int32_t> tokens;        // committed ids; tokens.size() is the next position
-  std::vector<float> chunk_logits;    // [n_batch, n_vocab] scratch of one forward
-  std::vector<float> last_logits;     // [n_vocab] of the last committed token
+  std::vector<int32_t> tokens;      // committed ids; tokens.size() is the next position
+  std::vector<float> chunk_logits;  // [n_batch, n_vocab] scratch of one forward
+  std::vector<float> last_logits;   // [n_vocab] of the last committed token
 };
 
 }  // namespace sluice

@@ -189,7 +189,8 @@ TEST(CpuBackend, MatmulEqualsReferenceDotsForAnyThreadCount) {
     for (int64_t t = 0; t < n_tokens; ++t) {
       quantize_row(act, x.data() + t * n_cols, xq.data(), n_cols);
       for (int64_t r = 0; r < n_rows; ++r) {
-        expected[size_t(t * n_rows + r)] = vec_dot_reference(type, w.data() + r * row, xq.data(), n_cols);
+        expected[size_t(t * n_rows + r)] =
+            vec_dot_reference(type, w.data() + r * row, xq.data(), n_cols);
       }
     }
     ThreadPool pool3(3);

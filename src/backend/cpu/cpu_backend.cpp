@@ -43,7 +43,8 @@ void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n
   auto body = [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const uint8_t* row = rows + r * w_row;
-      for (int64_t t = 0; t < n_tokens; ++t) y[t * n_rows + r] = dot(row, x_q + t * act_row, n_cols);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        y[t * n_rows + r] = dot(row, x_q + t * act_row, n_cols);
     }
   };
   const int n_threads = pool_ != nullptr ? pool_->size() : 1;

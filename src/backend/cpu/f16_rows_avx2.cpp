@@ -20,8 +20,7 @@ void axpy_f16_avx2(float a, const uint16_t* x, float* y, int64_t n) {
   const __m256 va = _mm256_set1_ps(a);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 vx =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    const __m256 vx = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
     _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, vx, _mm256_loadu_ps(y + i)));
   }
   for (; i < n; ++i) y[i] += a * _cvtsh_ss(x[i]);

@@ -1,12 +1,14 @@
 // gemma3 (Gemma 3 text): sandwich-normed layers with GeGLU, Q/K norms, embeddings scaled by
 // sqrt(n_embd), and five sliding-window layers (RoPE base 10000) for every global one (the
-// file's rope.freq_base and linear scaling). Norm weights already include Gemma's "+1" (the GGUF
-// converter adds it). As llama.cpp does, the query scale is 1/sqrt(head_dim) except for the
-// 62-layer 27B model, which uses 1/sqrt(n_embd / n_head).
+// file's rope.freq_base and linear scaling), or the per-layer attention.sliding_window_pattern
+// when the file has one. Norm weights include Gemma's "+1" (the GGUF converter adds it; for a
+// Hugging Face snapshot it is added at load). As llama.cpp does, the query scale is
+// 1/sqrt(head_dim) except for the 62-layer 27B model, which uses 1/sqrt(n_embd / n_head).
 #include <cmath>
 
 #include "model/arch/architectures.h"
 #include "model/blocks/sandwich_decoder.h"
+#include "model/hf_snapshot.h"
 
 namespace sluice::model {
 
@@ -21,11 +23,14 @@ std::unique_ptr<LanguageModel> make_gemma3(const ModelFile& file) {
   c.final_softcap = 0.0f;  // the sliding-window variant has no final soft-capping
 
   const int64_t window = meta.get_int("attention.sliding_window", 0);
-  const std::vector<bool> sliding =
+  std::vector<bool> sliding =
       window > 0 ? sliding_pattern(c.hp.n_layer, 6) : std::vector<bool>(size_t(c.hp.n_layer));
-  const float scale = c.hp.n_layer == 62
-                          ? 1.0f / std::sqrt(float(c.hp.n_embd / c.hp.n_head))
-                          : 1.0f / std::sqrt(float(c.hp.head_dim_k));
+  if (auto pattern = meta.find_per_layer("attention.sliding_window_pattern", c.hp.n_layer)) {
+    for (size_t il = 0; il < sliding.size(); ++il) sliding[il] = window > 0 && (*pattern)[il];
+  }
+  if (file.contains(kHfNormPlusOne)) c.norm_weight_offset = 1.0f;
+  const float scale = c.hp.n_layer == 62 ? 1.0f / std::sqrt(float(c.hp.n_embd / c.hp.n_head))
+                                         : 1.0f / std::sqrt(float(c.hp.head_dim_k));
   for (int64_t il = 0; il < c.hp.n_layer; ++il) {
     AttentionLayerConfig layer;
     const bool slides = sliding[size_t(il)];

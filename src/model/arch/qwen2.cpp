@@ -5,8 +5,7 @@
 namespace sluice::model {
 
 std::unique_ptr<LanguageModel> make_qwen2(const ModelFile& file) {
-  return make_pre_norm_decoder(file, "qwen2",
-                               {RopeStyle::kNeox, /*require_qkv_bias=*/true, false});
+  return make_pre_norm_decoder(file, "qwen2", {RopeStyle::kNeox, /*require_qkv_bias=*/true, false});
 }
 
 }  // namespace sluice::model

@@ -6,8 +6,7 @@
 namespace sluice::model {
 
 std::unique_ptr<LanguageModel> make_qwen3(const ModelFile& file) {
-  return make_pre_norm_decoder(file, "qwen3",
-                               {RopeStyle::kNeox, false, /*require_qk_norm=*/true});
+  return make_pre_norm_decoder(file, "qwen3", {RopeStyle::kNeox, false, /*require_qk_norm=*/true});
 }
 
 }  // namespace sluice::model

@@ -15,14 +15,18 @@ AttentionWeights bind_attention(WeightBinder& binder, int64_t layer, const Atten
   w.wk = binder.matrix(layer_tensor(layer, "attn_k.weight"), s.n_embd, k_dim);
   w.wv = binder.matrix(layer_tensor(layer, "attn_v.weight"), s.n_embd, v_dim);
   w.wo = binder.matrix(layer_tensor(layer, "attn_output.weight"), o_dim, s.n_embd);
-  w.bq = binder.optional_vector(layer_tensor(layer, "attn_q.bias"), q_dim).value_or(std::vector<float>{});
-  w.bk = binder.optional_vector(layer_tensor(layer, "attn_k.bias"), k_dim).value_or(std::vector<float>{});
-  w.bv = binder.optional_vector(layer_tensor(layer, "attn_v.bias"), v_dim).value_or(std::vector<float>{});
-  w.bo = binder.optional_vector(layer_tensor(layer, "attn_output.bias"), s.n_embd).value_or(std::vector<float>{});
-  w.q_norm =
-      binder.optional_vector(layer_tensor(layer, "attn_q_norm.weight"), s.head_dim_k).value_or(std::vector<float>{});
-  w.k_norm =
-      binder.optional_vector(layer_tensor(layer, "attn_k_norm.weight"), s.head_dim_k).value_or(std::vector<float>{});
+  w.bq = binder.optional_vector(layer_tensor(layer, "attn_q.bias"), q_dim)
+             .value_or(std::vector<float>{});
+  w.bk = binder.optional_vector(layer_tensor(layer, "attn_k.bias"), k_dim)
+             .value_or(std::vector<float>{});
+  w.bv = binder.optional_vector(layer_tensor(layer, "attn_v.bias"), v_dim)
+             .value_or(std::vector<float>{});
+  w.bo = binder.optional_vector(layer_tensor(layer, "attn_output.bias"), s.n_embd)
+             .value_or(std::vector<float>{});
+  w.q_norm = binder.optional_vector(layer_tensor(layer, "attn_q_norm.weight"), s.head_dim_k)
+                 .value_or(std::vector<float>{});
+  w.k_norm = binder.optional_vector(layer_tensor(layer, "attn_k_norm.weight"), s.head_dim_k)
+                 .value_or(std::vector<float>{});
   if (with_gate) w.gate = binder.matrix(layer_tensor(layer, "attn_gate.weight"), s.n_embd, o_dim);
   return w;
 }

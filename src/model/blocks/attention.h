@@ -14,7 +14,8 @@
 namespace sluice::model {
 
 struct AttentionWeights {
-  MatrixView wq, wk, wv, wo;    // [n_embd, n_head*dk], [n_embd, n_kv*dk], [n_embd, n_kv*dv], [n_head*dv, n_embd]
+  MatrixView wq, wk, wv,
+      wo;  // [n_embd, n_head*dk], [n_embd, n_kv*dk], [n_embd, n_kv*dv], [n_head*dv, n_embd]
   std::vector<float> bq, bk, bv, bo;  // empty when the model has none
   std::vector<float> q_norm, k_norm;  // [dk] per-head RMS norm weights; empty when none
   MatrixView gate;                    // [n_embd, n_head*dv]; data == nullptr when none

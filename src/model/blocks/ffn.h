@@ -24,7 +24,6 @@ struct FfnScratch {
 
 // out [n_tokens, n_embd] = ffn(x [n_tokens, n_embd]).
 void glu_ffn(Backend& backend, const GluFfnWeights& w, GluActivation act, int64_t layer,
-             const float* x, int64_t n_tokens, FfnScratch& scratch, float* out,
-             const Trace& trace);
+             const float* x, int64_t n_tokens, FfnScratch& scratch, float* out, const Trace& trace);
 
 }  // namespace sluice::model

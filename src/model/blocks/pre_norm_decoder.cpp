@@ -37,8 +37,8 @@ class PreNormDecoder final : public LanguageModel {
       layer.attn = bind_attention(binder, il, shape_, /*with_gate=*/false);
       layer.ffn_norm = binder.vector(layer_tensor(il, "ffn_norm.weight"), hp_.n_embd);
       layer.ffn = bind_glu_ffn(binder, il, hp_.n_embd, hp_.n_ff);
-      if (options.require_qkv_bias && (layer.attn.bq.empty() || layer.attn.bk.empty() ||
-                                       layer.attn.bv.empty())) {
+      if (options.require_qkv_bias &&
+          (layer.attn.bq.empty() || layer.attn.bk.empty() || layer.attn.bv.empty())) {
         fail(file.display_name(), ": ", arch, " needs blk.", il, ".attn_{q,k,v}.bias");
       }
       if (options.require_qk_norm && (layer.attn.q_norm.empty() || layer.attn.k_norm.empty())) {
@@ -116,8 +116,7 @@ class PreNormDecoder final : public LanguageModel {
 
 }  // namespace
 
-std::unique_ptr<LanguageModel> make_pre_norm_decoder(const ModelFile& file,
-                                                     const std::string& arch,
+std::unique_ptr<LanguageModel> make_pre_norm_decoder(const ModelFile& file, const std::string& arch,
                                                      const PreNormDecoderOptions& options) {
   return std::make_unique<PreNormDecoder>(file, arch, options);
 }

@@ -21,8 +21,7 @@ struct PreNormDecoderOptions {
   bool require_qk_norm = false;   // qwen3: attn_{q,k}_norm must be present
 };
 
-std::unique_ptr<LanguageModel> make_pre_norm_decoder(const ModelFile& file,
-                                                     const std::string& arch,
+std::unique_ptr<LanguageModel> make_pre_norm_decoder(const ModelFile& file, const std::string& arch,
                                                      const PreNormDecoderOptions& options);
 
 }  // namespace sluice::model

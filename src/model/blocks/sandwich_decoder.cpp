@@ -15,6 +15,20 @@ struct Layer {
   GluFfnWeights ffn;
 };
 
+// Gemma's RMS norms multiply by (1 + w); a file that stores w gets the 1 added once, here.
+void offset_norms(std::vector<Layer>& layers, OutputHead& head, float offset) {
+  auto add = [offset](std::vector<float>& w) {
+    for (float& v : w) v += offset;
+  };
+  add(head.norm);
+  for (Layer& l : layers) {
+    for (auto* w : {&l.attn_norm, &l.attn_post_norm, &l.ffn_norm, &l.ffn_post_norm, &l.attn.q_norm,
+                    &l.attn.k_norm}) {
+      add(*w);
+    }
+  }
+}
+
 class SandwichDecoder final : public LanguageModel {
  public:
   SandwichDecoder(const ModelFile& file, SandwichDecoderConfig config) : c_(std::move(config)) {
@@ -39,6 +53,7 @@ class SandwichDecoder final : public LanguageModel {
       l.ffn = bind_glu_ffn(binder, il, hp.n_embd, hp.n_ff);
     }
     binder.check_all_bound();
+    if (c_.norm_weight_offset != 0.0f) offset_norms(layers_, head_, c_.norm_weight_offset);
   }
 
   const ModelSummary& summary() const override { return summary_; }
@@ -75,8 +90,8 @@ class SandwichDecoder final : public LanguageModel {
       const Layer& l = layers_[size_t(il)];
       backend.rms_norm(x, l.attn_norm.data(), xn_.data(), n, n_embd, hp.rms_eps);
       trace("attn_norm", il, xn_.data(), n_embd);
-      self_attention(backend, l.attn, shape_, c_.layers[size_t(il)], kv.layer(il), il,
-                     xn_.data(), n, request.pos0, attn_scratch_, branch_.data(), trace);
+      self_attention(backend, l.attn, shape_, c_.layers[size_t(il)], kv.layer(il), il, xn_.data(),
+                     n, request.pos0, attn_scratch_, branch_.data(), trace);
       backend.rms_norm(branch_.data(), l.attn_post_norm.data(), branch_.data(), n, n_embd,
                        c_.post_norm_eps);
       backend.add(x, branch_.data(), n * n_embd);

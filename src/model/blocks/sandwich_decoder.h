@@ -17,13 +17,14 @@ struct SandwichDecoderConfig {
   std::string arch;
   DecoderHParams hp;
   GluActivation activation = GluActivation::kGeluTanh;
-  float embd_scale = 1.0f;     // inputs multiplied by this (gemma: sqrt(n_embd))
-  bool embd_norm = false;      // inputs RMS-normed without weights first (muse-glimmer)
-  float post_norm_eps = 0.0f;  // of post_attention_norm and post_ffw_norm
-  bool attn_gate = false;      // sigmoid output gate (attn_gate.weight)
+  float embd_scale = 1.0f;      // inputs multiplied by this (gemma: sqrt(n_embd))
+  bool embd_norm = false;       // inputs RMS-normed without weights first (muse-glimmer)
+  float post_norm_eps = 0.0f;   // of post_attention_norm and post_ffw_norm
+  bool attn_gate = false;       // sigmoid output gate (attn_gate.weight)
   bool require_output = false;  // output.weight must exist (no tied embeddings)
   float logit_scale = 1.0f;
-  float final_softcap = 0.0f;   // > 0: logits = cap * tanh(logits / cap)
+  float final_softcap = 0.0f;       // > 0: logits = cap * tanh(logits / cap)
+  float norm_weight_offset = 0.0f;  // added to every RMS-norm weight at load (gemma from HF: 1)
   std::vector<AttentionLayerConfig> layers;  // [n_layer]
 };
 

@@ -16,8 +16,8 @@ std::string tiny_model(const std::string& name) {
   return std::string(SLUICE_TESTDATA_DIR) + "/llamacpp-tiny/" + name + ".gguf";
 }
 
-#define REQUIRE_TINY(name)                                                        \
-  if (!std::filesystem::exists(tiny_model(name))) {                               \
+#define REQUIRE_TINY(name)                                                           \
+  if (!std::filesystem::exists(tiny_model(name))) {                                  \
     GTEST_SKIP() << "../shared/testdata/llamacpp-tiny absent: " << tiny_model(name); \
   }
 

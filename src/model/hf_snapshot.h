@@ -1,0 +1,31 @@
+// The Hugging Face snapshot translator: a safetensors ModelFile whose folder holds config.json
+// (model_type llama, qwen2, qwen3, gemma3_text, or gemma3 with a text_config) becomes a ModelFile
+// with the GGUF metadata and tensor names the architecture files read, over the same bytes —
+// HF's row-major [out, in] is GGUF's ne [in, out] — so nothing is converted or copied. Where the
+// two conventions differ in the numbers, it says so with the sluice.hf.* keys below.
+#pragma once
+
+#include <string_view>
+
+#include "format/model_file.h"
+
+namespace sluice::model {
+
+// Set (bool true) only by the translator; the architecture files act on them:
+// Q/K rows are in Hugging Face's order, whose rotate_half pairs dimension i with i + n_rot/2.
+// llama.cpp's converter permutes llama's rows so that adjacent pairs rotate instead, so
+// arch/llama.cpp rotates NeoX-style when this is set.
+inline constexpr std::string_view kHfRopeRotateHalf = "sluice.hf.rope_rotate_half";
+// RMS-norm weights are stored as w where the model multiplies by (1 + w); llama.cpp's converter
+// bakes the 1 in, so arch/gemma3.cpp adds it at load when this is set.
+inline constexpr std::string_view kHfNormPlusOne = "sluice.hf.norm_plus_one";
+
+// A safetensors file without general.architecture: a snapshot to translate.
+bool is_hf_snapshot(const ModelFile& file);
+
+// Reads config.json beside the first safetensors file and returns the translated catalogue.
+// Refuses, naming the key or tensor: an unknown model_type, a setting the architecture cannot
+// honour (a RoPE scaling type, soft-capping, a query scale), and tensors it cannot name.
+ModelFile gguf_view_of_hf_snapshot(const ModelFile& file);
+
+}  // namespace sluice::model
