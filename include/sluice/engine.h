@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sluice/tokenizer.h"
@@ -126,6 +127,14 @@ class Session {
   GenerationResult generate(const GenerationRequest& request,
                             const std::function<bool(const TokenEvent&)>& on_token = {},
                             const std::atomic<bool>* cancel = nullptr);
+
+  // Called with every named intermediate tensor of later forwards (names as llama.cpp's graph
+  // callbacks: attn_norm, Qcur, kqv_out, ffn_out, l_out, result_norm …; layer -1 outside the
+  // layers). data: [n_tokens, row] float32, valid during the call. Empty: none. For tests and
+  // tools that locate the first divergence from a reference; it slows the forward down.
+  using ActivationCallback = std::function<void(std::string_view name, int64_t layer,
+                                                const float* data, int64_t n_tokens, int64_t row)>;
+  void set_activation_callback(ActivationCallback callback);
 
   void clear();                                // forget every committed token
   const std::vector<int32_t>& tokens() const;  // committed ids, in order

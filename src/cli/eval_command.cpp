@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/activation_dump.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cli/logits_output.h"
@@ -25,6 +26,7 @@ struct EvalArgs {
   bool json = false;
   std::string logits_out;
   int greedy = 0;
+  std::string dump_activations;
   EngineArgs engine;
 };
 
@@ -85,7 +87,17 @@ int run_eval(const EvalArgs& args) {
     }
   }
   Session session(model, session_options(args.engine));
+  ActivationDump dump(args.dump_activations);
+  if (!args.dump_activations.empty()) {
+    session.set_activation_callback([&dump](std::string_view name, int64_t layer, const float* data,
+                                            int64_t n,
+                                            int64_t row) { dump.add(name, layer, data, n, row); });
+  }
   const std::vector<float> logits = session.eval(ids, args.all_positions);
+  if (!args.dump_activations.empty()) {
+    session.set_activation_callback({});
+    dump.write();
+  }
   const std::span<const float> last(logits.data() + logits.size() - n_vocab,
                                     static_cast<size_t>(n_vocab));
   const std::vector<int32_t> greedy =
@@ -126,6 +138,8 @@ Command add_eval_command(CLI::App& parent) {
   app->add_option("--greedy", args->greedy,
                   "Also take N greedy (argmax) steps after the prompt and report their ids")
       ->check(at_least(0));
+  app->add_option("--dump-activations", args->dump_activations,
+                  "Write every intermediate tensor of the prompt as DIR/<name>-<layer>.npy");
   add_engine_options(*app, args->engine);
   return {app, [args] { return run_eval(*args); }};
 }

@@ -64,6 +64,7 @@ bool Session::Impl::append(std::span<const int32_t> ids, std::vector<float>* all
     request.pos0 = int64_t(tokens.size());
     request.all_logits = all != nullptr;
     request.logits = chunk_logits.data();
+    if (observer.callback) request.observer = &observer;
     model->language_model().forward(backend, kv, request);
     tokens.insert(tokens.end(), request.tokens.begin(), request.tokens.end());
     const float* last = chunk_logits.data() + (request.all_logits ? (n - 1) * n_vocab : 0);
@@ -99,6 +100,10 @@ std::vector<float> Session::eval(std::span<const int32_t> ids, bool all_position
   impl_->append(ids, all_positions ? &all : nullptr, nullptr);
   if (all_positions) return all;
   return impl_->last_logits;
+}
+
+void Session::set_activation_callback(ActivationCallback callback) {
+  impl_->observer.callback = std::move(callback);
 }
 
 void Session::clear() {

@@ -38,6 +38,16 @@ struct Session::Impl {
   std::vector<int32_t> tokens;      // committed ids; tokens.size() is the next position
   std::vector<float> chunk_logits;  // [n_batch, n_vocab] scratch of one forward
   std::vector<float> last_logits;   // [n_vocab] of the last committed token
+
+  // Forwards the model's ActivationObserver calls to the public callback.
+  struct CallbackObserver final : model::ActivationObserver {
+    ActivationCallback callback;
+    void observe(std::string_view name, int64_t layer, const float* data, int64_t n_tokens,
+                 int64_t row) override {
+      callback(name, layer, data, n_tokens, row);
+    }
+  };
+  CallbackObserver observer;
 };
 
 }  // namespace sluice

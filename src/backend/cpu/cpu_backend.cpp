@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/activation_quantize.h"
 #include "backend/cpu/vec_dot.h"
 #include "core/error.h"
 #include "quant/dequantize.h"
@@ -28,7 +29,7 @@ void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n
   if (*act_type != QType::F32) {
     const size_t need = size_t(n_tokens * act_row);
     if (activations_.size() < need) activations_.resize(need);
-    const QuantizeFn quantize = quantizer_of(*act_type);
+    const QuantizeFn quantize = activation_quantizer(*act_type);
     uint8_t* dst = activations_.data();
     parallel(n_tokens, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t t = lo; t < hi; ++t) quantize(x + t * n_cols, dst + t * act_row, n_cols);
