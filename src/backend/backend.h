@@ -79,8 +79,9 @@ class Backend {
   virtual void kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
                         int64_t pos0) = 0;
   virtual void attention(const AttentionCall& call) = 0;
-  // gate[i] = act(gate[i]) * up[i] over n elements.
-  virtual void glu(GluActivation act, float* gate, const float* up, int64_t n) = 0;
+  // gate[r, i] = act(gate[r, i]) * up[r, i] over n_rows rows of n_cols.
+  virtual void glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
+                   int64_t n_cols) = 0;
   // x[i] *= sigmoid(gate[i]).
   virtual void mul_sigmoid(float* x, const float* gate, int64_t n) = 0;
   // y[i] += x[i].

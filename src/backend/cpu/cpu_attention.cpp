@@ -1,7 +1,7 @@
 // CpuBackend's KV writes and attention. Attention is one pass per (token, head) with an online
 // softmax (running max, rescaled sum), so no score buffer of context length is needed and
-// nothing is allocated. With an F16 cache the query is rounded to half and scored with the F16
-// dot kernel, as llama.cpp's flash-attention path does; values accumulate in float32.
+// nothing is allocated. With an F16 cache it follows llama.cpp's CPU flash attention operation
+// for operation (f16_rows.h); with an F32 cache it accumulates in float32.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,6 +10,7 @@
 #include "backend/cpu/f16_rows.h"
 #include "backend/cpu/vec_dot.h"
 #include "core/error.h"
+#include "core/half.h"
 
 namespace sluice::cpu {
 namespace {
@@ -18,50 +19,89 @@ constexpr int64_t kMaxHeadDim = 1024;
 
 struct HeadAttention {
   const AttentionCall& call;
-  VecDotFn dot;
-  Fp32ToFp16RowFn to_half;
-  AxpyF16Fn axpy_half;
+  VecDotFn dot_f32;
+  const HalfRowKernels& half;
 
+  // One (token, head): online softmax over the positions it sees.
   void run(int64_t t, int64_t h) const {
+    const KvLayerView& kv = call.kv;
+    const int64_t kv_head = h / (call.n_head / kv.n_head_kv);
+    const int64_t pos = call.pos0 + t;
+    const int64_t first = call.window > 0 && pos - call.window + 1 > 0 ? pos - call.window + 1 : 0;
+    if (kv.type == KvElement::kF16) {
+      run_half(t, h, kv_head, first, pos);
+    } else {
+      run_float(t, h, kv_head, first, pos);
+    }
+  }
+
+  float score(float dot) const {
+    float s = dot * call.scale;
+    if (call.softcap > 0.0f) s = call.softcap * std::tanh(s / call.softcap);
+    return s;
+  }
+
+  // F16 cells, as llama.cpp's CPU flash attention computes them: the query rounded to half,
+  // the value accumulator kept in half and rescaled whenever the running maximum grows, the
+  // running sum updated with one fused multiply-add.
+  void run_half(int64_t t, int64_t h, int64_t kv_head, int64_t first, int64_t pos) const {
     const KvLayerView& kv = call.kv;
     const int64_t dk = kv.head_dim_k;
     const int64_t dv = kv.head_dim_v;
-    const int64_t kv_head = h / (call.n_head / kv.n_head_kv);
-    const float* q = call.q + (t * call.n_head + h) * dk;
-    float* out = call.out + (t * call.n_head + h) * dv;
-    const int64_t pos = call.pos0 + t;
-    const int64_t first = call.window > 0 && pos - call.window + 1 > 0 ? pos - call.window + 1 : 0;
-
     uint16_t q_half[kMaxHeadDim];
-    const bool half = kv.type == KvElement::kF16;
-    if (half) to_half(q, q_half, dk);
+    uint16_t acc[kMaxHeadDim];
+    half.to_half(call.q + (t * call.n_head + h) * dk, q_half, dk);
+    std::memset(acc, 0, sizeof(uint16_t) * size_t(dv));
+    const auto* keys = static_cast<const uint16_t*>(kv.k);
+    const auto* values = static_cast<const uint16_t*>(kv.v);
+    float max_score = -std::numeric_limits<float>::infinity();
+    float sum = 0.0f;
+    for (int64_t p = first; p <= pos; ++p) {
+      const int64_t cell = p % kv.capacity;
+      const float s = score(half.dot(keys + (cell * kv.n_head_kv + kv_head) * dk, q_half, dk));
+      float old_scale = 1.0f;
+      float weight = 1.0f;
+      if (s > max_score) {
+        old_scale = std::exp(max_score - s);
+        max_score = s;
+        half.scale(acc, old_scale, dv);
+      } else {
+        weight = std::exp(s - max_score);
+      }
+      half.mad(acc, values + (cell * kv.n_head_kv + kv_head) * dv, weight, dv);
+      sum = sum * old_scale + weight;
+    }
+    float* out = call.out + (t * call.n_head + h) * dv;
+    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+    for (int64_t d = 0; d < dv; ++d) out[d] = fp16_to_fp32(acc[d]) * inv;
+  }
+
+  // F32 cells: the same online softmax with a float accumulator.
+  void run_float(int64_t t, int64_t h, int64_t kv_head, int64_t first, int64_t pos) const {
+    const KvLayerView& kv = call.kv;
+    const int64_t dk = kv.head_dim_k;
+    const int64_t dv = kv.head_dim_v;
+    const float* q = call.q + (t * call.n_head + h) * dk;
     float acc[kMaxHeadDim];
     std::memset(acc, 0, sizeof(float) * size_t(dv));
     float max_score = -std::numeric_limits<float>::infinity();
     float sum = 0.0f;
     for (int64_t p = first; p <= pos; ++p) {
       const int64_t cell = p % kv.capacity;
-      const int64_t k_off = (cell * kv.n_head_kv + kv_head) * dk;
-      const int64_t v_off = (cell * kv.n_head_kv + kv_head) * dv;
-      float score = half ? dot(static_cast<const uint16_t*>(kv.k) + k_off, q_half, dk)
-                         : dot(static_cast<const float*>(kv.k) + k_off, q, dk);
-      score *= call.scale;
-      if (call.softcap > 0.0f) score = call.softcap * std::tanh(score / call.softcap);
-      if (score > max_score) {
-        const float rescale = std::exp(max_score - score);  // 0 on the first position
+      const float* k = static_cast<const float*>(kv.k) + (cell * kv.n_head_kv + kv_head) * dk;
+      const float* v = static_cast<const float*>(kv.v) + (cell * kv.n_head_kv + kv_head) * dv;
+      const float s = score(dot_f32(k, q, dk));
+      if (s > max_score) {
+        const float rescale = std::exp(max_score - s);  // 0 on the first position
         for (int64_t d = 0; d < dv; ++d) acc[d] *= rescale;
         sum *= rescale;
-        max_score = score;
+        max_score = s;
       }
-      const float weight = std::exp(score - max_score);
+      const float weight = std::exp(s - max_score);
       sum += weight;
-      if (half) {
-        axpy_half(weight, static_cast<const uint16_t*>(kv.v) + v_off, acc, dv);
-      } else {
-        const float* v = static_cast<const float*>(kv.v) + v_off;
-        for (int64_t d = 0; d < dv; ++d) acc[d] += weight * v[d];
-      }
+      for (int64_t d = 0; d < dv; ++d) acc[d] += weight * v[d];
     }
+    float* out = call.out + (t * call.n_head + h) * dv;
     const float inv = 1.0f / sum;
     for (int64_t d = 0; d < dv; ++d) out[d] = acc[d] * inv;
   }
@@ -73,7 +113,7 @@ void CpuBackend::kv_store(const KvLayerView& kv, const float* k, const float* v,
                           int64_t pos0) {
   const int64_t k_row = kv.n_head_kv * kv.head_dim_k;
   const int64_t v_row = kv.n_head_kv * kv.head_dim_v;
-  const Fp32ToFp16RowFn to_half = fp32_to_fp16_row_kernel();
+  const auto to_half = half_row_kernels().to_half;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t cell = (pos0 + t) % kv.capacity;
     if (kv.type == KvElement::kF16) {
@@ -94,9 +134,7 @@ void CpuBackend::attention(const AttentionCall& call) {
   if (kv.n_head_kv <= 0 || call.n_head % kv.n_head_kv != 0) {
     fail("attention: ", call.n_head, " query heads do not group over ", kv.n_head_kv, " KV heads");
   }
-  const QType k_type = kv.type == KvElement::kF16 ? QType::F16 : QType::F32;
-  const HeadAttention head{call, vec_dot_kernel(k_type).fn, fp32_to_fp16_row_kernel(),
-                           axpy_f16_kernel()};
+  const HeadAttention head{call, vec_dot_kernel(QType::F32).fn, half_row_kernels()};
   const int64_t n_items = call.n_tokens * call.n_head;
   parallel(n_items, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) head.run(i / call.n_head, i % call.n_head);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backend/cpu/activation_quantize.h"
+#include "backend/cpu/silu.h"
 #include "backend/cpu/vec_dot.h"
 #include "core/error.h"
 #include "quant/dequantize.h"
@@ -109,21 +110,23 @@ void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_d
         const int64_t b = config.style == RopeStyle::kNormal ? 2 * i + 1 : i + half;
         const float x0 = v[a];
         const float x1 = v[b];
-        v[a] = x0 * cos_cache[i] - x1 * sin_cache[i];
-        v[b] = x0 * sin_cache[i] + x1 * cos_cache[i];
+        // Fused as ggml's build fuses them (its compiler contracts a*b - c*d into one FMA).
+        v[a] = std::fma(x0, cos_cache[i], -(x1 * sin_cache[i]));
+        v[b] = std::fma(x0, sin_cache[i], x1 * cos_cache[i]);
       }
     }
   }
 }
 
-void CpuBackend::glu(GluActivation act, float* gate, const float* up, int64_t n) {
+void CpuBackend::glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
+                     int64_t n_cols) {
   if (act == GluActivation::kSilu) {
-    for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    swiglu_rows(gate, up, n_rows, n_cols);
     return;
   }
   constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
   constexpr float kCoefA = 0.044715f;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < n_rows * n_cols; ++i) {
     const float v = gate[i];
     gate[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + kCoefA * v * v))) * up[i];
   }

@@ -26,7 +26,8 @@ class CpuBackend final : public Backend {
   void kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
                 int64_t pos0) override;
   void attention(const AttentionCall& call) override;
-  void glu(GluActivation act, float* gate, const float* up, int64_t n) override;
+  void glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
+           int64_t n_cols) override;
   void mul_sigmoid(float* x, const float* gate, int64_t n) override;
   void add(float* y, const float* x, int64_t n) override;
   void add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols) override;

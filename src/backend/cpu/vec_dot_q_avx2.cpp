@@ -39,12 +39,19 @@ float accumulate_blocks(int64_t n_blocks, BlockSum block_sum, BlockScale block_s
   return hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
+// Q8_0 and Q4_1 accumulate in one register, block by block, with Q4_1's minimum terms summed
+// alongside: the order of ggml's x86 kernels, so these two types (the activations and most
+// weights of the default model) round exactly as llama.cpp does.
 float dot_q8_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ8_0*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
-  return accumulate_blocks(
-      n / kQK8_0, [&](int64_t ib) { return madd_s8_s8(loadu256(wb[ib].qs), loadu256(xb[ib].qs)); },
-      [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
+    const __m256 d = _mm256_set1_ps(half_to_float(wb[ib].d) * half_to_float(xb[ib].d));
+    const __m256i sums = madd_s8_s8(loadu256(wb[ib].qs), loadu256(xb[ib].qs));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc);
+  }
+  return hsum_ps(acc);
 }
 
 float dot_q4_0(const void* w, const void* x, int64_t n) {
@@ -64,15 +71,16 @@ float dot_q4_0(const void* w, const void* x, int64_t n) {
 float dot_q4_1(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ4_1*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_1*>(x);  // [n / 32]
+  __m256 acc = _mm256_setzero_ps();
   float sum_min = 0.0f;
   for (int64_t ib = 0; ib < n / kQK4_1; ++ib) {
     sum_min += half_to_float(wb[ib].m) * half_to_float(xb[ib].s);
+    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(half_to_float(wb[ib].d)),
+                                   _mm256_set1_ps(half_to_float(xb[ib].d)));
+    const __m256i sums = madd_u8_s8(unpack_nibbles(wb[ib].qs), loadu256(xb[ib].qs));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums), acc);
   }
-  return sum_min +
-         accumulate_blocks(
-             n / kQK4_1,
-             [&](int64_t ib) { return madd_u8_s8(unpack_nibbles(wb[ib].qs), loadu256(xb[ib].qs)); },
-             [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
+  return hsum_ps(acc) + sum_min;
 }
 
 // Q5_0: a clear fifth bit means value - 16, i.e. 0xf0 OR-ed onto the nibble (two's complement).

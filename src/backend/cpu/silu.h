@@ -1,0 +1,18 @@
+// SiLU as llama.cpp's x86 CPU backend computes it: x / (1 + e^-x) with e^x from a short
+// polynomial (the "optimized routines" expf of Arm, max error about 1.5 ulp) on whole groups of
+// eight elements, and libm's expf on the remainder of a row. Matching it bit for bit matters:
+// SwiGLU outputs are quantized to 8 bits next, and a one-ulp difference can flip a quant.
+#pragma once
+
+#include <cstdint>
+
+namespace sluice::cpu {
+
+// e^x by the polynomial method (one element of the 8-lane algorithm; overflow and underflow
+// handled as there: above ~88.7 gives infinity, below ~-103.9 zero).
+float exp_polynomial(float x);
+
+// gate[i] = silu(gate[i]) * up[i] for rows of n_cols (groups of 8 from each row's start).
+void swiglu_rows(float* gate, const float* up, int64_t n_rows, int64_t n_cols);
+
+}  // namespace sluice::cpu
