@@ -52,7 +52,7 @@ enum class KvType { kF16, kF32 };
 struct SessionOptions {
   int64_t n_ctx = 4096;  // capped at the model's n_ctx_train; 0: n_ctx_train
   KvType kv_type = KvType::kF16;
-  int64_t n_batch = 256;  // prefill chunk: tokens per forward call
+  int64_t n_batch = 512;  // prefill chunk: tokens per forward call (llama.cpp's n_ubatch)
 };
 
 struct SamplingParams {

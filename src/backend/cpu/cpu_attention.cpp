@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/f16_rows.h"
+#include "backend/cpu/silu.h"
 #include "backend/cpu/vec_dot.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -16,6 +17,8 @@ namespace sluice::cpu {
 namespace {
 
 constexpr int64_t kMaxHeadDim = 1024;
+constexpr int64_t kTile = 64;          // cells per tile of the tiled path
+constexpr int64_t kTiledMinRows = 64;  // chunks of this many tokens or more take that path
 
 struct HeadAttention {
   const AttentionCall& call;
@@ -28,7 +31,9 @@ struct HeadAttention {
     const int64_t kv_head = h / (call.n_head / kv.n_head_kv);
     const int64_t pos = call.pos0 + t;
     const int64_t first = call.window > 0 && pos - call.window + 1 > 0 ? pos - call.window + 1 : 0;
-    if (kv.type == KvElement::kF16) {
+    if (kv.type == KvElement::kF16 && call.n_tokens >= kTiledMinRows && kv.head_dim_v % 8 == 0) {
+      run_tiled(t, h, kv_head, first, pos);
+    } else if (kv.type == KvElement::kF16) {
       run_half(t, h, kv_head, first, pos);
     } else {
       run_float(t, h, kv_head, first, pos);
@@ -74,6 +79,68 @@ struct HeadAttention {
     float* out = call.out + (t * call.n_head + h) * dv;
     const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
     for (int64_t d = 0; d < dv; ++d) out[d] = fp16_to_fp32(acc[d]) * inv;
+  }
+
+  // F16 cells in chunks of 64 or more tokens, as llama.cpp's tiled flash attention computes
+  // them: float32 query and keys, cells in tiles of 64 from cell 0, each score one fused
+  // multiply-add chain, one maximum and one rescale per tile, the tile's exponentials by the
+  // polynomial exp summed per 8 in double, and a float32 value accumulator.
+  void run_tiled(int64_t t, int64_t h, int64_t kv_head, int64_t first, int64_t pos) const {
+    const KvLayerView& kv = call.kv;
+    const int64_t dk = kv.head_dim_k;
+    const int64_t dv = kv.head_dim_v;
+    const float* q = call.q + (t * call.n_head + h) * dk;
+    const auto* keys = static_cast<const uint16_t*>(kv.k);
+    const auto* values = static_cast<const uint16_t*>(kv.v);
+    float acc[kMaxHeadDim];
+    std::memset(acc, 0, sizeof(float) * size_t(dv));
+    float max_score = -std::numeric_limits<float>::infinity();
+    float sum = 0.0f;
+    float weights[kTile];
+    for (int64_t tile = first - first % kTile; tile <= pos; tile += kTile) {
+      float tile_max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < kTile; ++j) {
+        const int64_t p = tile + j;
+        if (p < first || p > pos) {
+          weights[j] = -std::numeric_limits<float>::infinity();
+          continue;
+        }
+        const uint16_t* k = keys + ((p % kv.capacity) * kv.n_head_kv + kv_head) * dk;
+        float s = 0.0f;
+        for (int64_t d = 0; d < dk; ++d) s = std::fma(q[d], fp16_to_fp32(k[d]), s);
+        s *= call.scale;
+        if (call.softcap > 0.0f) s = call.softcap * std::tanh(s / call.softcap);
+        weights[j] = s;
+        tile_max = std::fmax(tile_max, s);
+      }
+      if (tile_max == -std::numeric_limits<float>::infinity()) continue;
+      const float new_max = std::fmax(max_score, tile_max);
+      if (new_max > max_score) {
+        const float rescale = std::exp(max_score - new_max);
+        for (int64_t d = 0; d < dv; ++d) acc[d] *= rescale;
+        sum *= rescale;
+      }
+      max_score = new_max;
+      double tile_sum = 0.0;
+      for (int64_t j = 0; j < kTile; j += 8) {
+        float e[8];
+        for (int l = 0; l < 8; ++l) e[l] = exp_polynomial(weights[j + l] - new_max);
+        // The 8 lanes summed as the vector code does: halves, then pairs, then the last two.
+        const float h0 = e[0] + e[4], h1 = e[1] + e[5], h2 = e[2] + e[6], h3 = e[3] + e[7];
+        tile_sum += double((h0 + h2) + (h1 + h3));
+        for (int l = 0; l < 8; ++l) weights[j + l] = e[l];
+      }
+      sum = float(double(sum) + tile_sum);
+      for (int64_t j = 0; j < kTile; ++j) {
+        const int64_t p = tile + j;
+        if (p < first || p > pos) continue;  // weight 0: adds nothing to any accumulator
+        const uint16_t* v = values + ((p % kv.capacity) * kv.n_head_kv + kv_head) * dv;
+        for (int64_t d = 0; d < dv; ++d) acc[d] = std::fma(weights[j], fp16_to_fp32(v[d]), acc[d]);
+      }
+    }
+    float* out = call.out + (t * call.n_head + h) * dv;
+    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
+    for (int64_t d = 0; d < dv; ++d) out[d] = acc[d] * inv;
   }
 
   // F32 cells: the same online softmax with a float accumulator.
