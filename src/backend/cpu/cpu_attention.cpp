@@ -2,10 +2,12 @@
 // softmax (running max, rescaled sum), so no score buffer of context length is needed and
 // nothing is allocated. With an F16 cache it follows llama.cpp's CPU flash attention operation
 // for operation (f16_rows.h); with an F32 cache it accumulates in float32.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "backend/cpu/attention_tiled.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/f16_rows.h"
 #include "backend/cpu/silu.h"
@@ -202,6 +204,24 @@ void CpuBackend::attention(const AttentionCall& call) {
     fail("attention: ", call.n_head, " query heads do not group over ", kv.n_head_kv, " KV heads");
   }
   const HeadAttention head{call, vec_dot_kernel(QType::F32).fn, half_row_kernels()};
+  const bool tiled =
+      kv.type == KvElement::kF16 && call.n_tokens >= kTiledMinRows && kv.head_dim_v % 8 == 0;
+  if (tiled && isa_supported(CpuIsa::kAvx2) && kv.head_dim_k <= kTiledMaxHeadDim &&
+      kv.head_dim_v <= kTiledMaxHeadDim) {
+    // Work items: (head, block of 64 query rows); each converts a tile's keys and values once.
+    const int64_t n_blocks = (call.n_tokens + kTiledBlockRows - 1) / kTiledBlockRows;
+    parallel(call.n_head * n_blocks, 1, [&](int64_t lo, int64_t hi) {
+      // Per-thread scratch of the kernel (about 200 KB), never shared between threads.
+      thread_local TiledScratch scratch;
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t h = i / n_blocks;
+        const int64_t t0 = (i % n_blocks) * kTiledBlockRows;
+        attention_tiled_rows_avx2(call, h, t0, std::min(t0 + kTiledBlockRows, call.n_tokens),
+                                  scratch);
+      }
+    });
+    return;
+  }
   const int64_t n_items = call.n_tokens * call.n_head;
   parallel(n_items, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) head.run(i / call.n_head, i % call.n_head);

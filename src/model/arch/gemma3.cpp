@@ -38,6 +38,7 @@ std::unique_ptr<LanguageModel> make_gemma3(const ModelFile& file) {
                   slides ? 1.0f : c.hp.rope_freq_scale, nullptr};
     layer.window = slides ? window : 0;
     layer.scale = scale;
+    layer.scale_query = true;
     c.layers.push_back(layer);
   }
   return make_sandwich_decoder(file, std::move(c));

@@ -73,6 +73,10 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
   call.pos0 = pos0;
   call.window = config.window;
   call.scale = config.scale;
+  if (config.scale_query) {
+    backend.scale(q, config.scale, n_tokens * s.n_head * s.head_dim_k);
+    call.scale = 1.0f;
+  }
   call.kv = kv_layer;
   backend.attention(call);
   const int64_t o_dim = s.n_head * s.head_dim_v;

@@ -34,6 +34,9 @@ struct AttentionLayerConfig {
   RopeConfig rope;  // style kNone: no rotation on this layer
   int64_t window = 0;
   float scale = 1.0f;  // applied to scores (q·k)
+  // Gemma multiplies the query by the scale before attention rather than the scores after;
+  // the two round differently, and llama.cpp does what the model's reference does.
+  bool scale_query = false;
 };
 
 // Binds blk.<layer>.attn_{q,k,v,output}.weight and whatever of the optional tensors exist:
