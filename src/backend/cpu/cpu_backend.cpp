@@ -41,12 +41,19 @@ void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n
   const auto* rows = static_cast<const uint8_t*>(w.data);
   const VecDotFn dot = kernel.fn;
   const int64_t n_rows = w.n_rows;
-  // Rows outside, tokens inside: a weight row stays in L1 while every token uses it.
+  // Rows outside, tokens inside: a weight row stays in L1 while every token uses it; four
+  // tokens at a time share each block's unpacking where the type has a four-row kernel.
+  const VecDotX4Fn dot_x4 = n_tokens >= 4 ? vec_dot_x4_kernel(w.type) : nullptr;
   auto body = [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const uint8_t* row = rows + r * w_row;
-      for (int64_t t = 0; t < n_tokens; ++t)
-        y[t * n_rows + r] = dot(row, x_q + t * act_row, n_cols);
+      int64_t t = 0;
+      if (dot_x4 != nullptr) {
+        for (; t + 4 <= n_tokens; t += 4) {
+          dot_x4(row, x_q + t * act_row, act_row, 4, y + t * n_rows + r, n_rows, n_cols);
+        }
+      }
+      for (; t < n_tokens; ++t) y[t * n_rows + r] = dot(row, x_q + t * act_row, n_cols);
     }
   };
   const int n_threads = pool_ != nullptr ? pool_->size() : 1;

@@ -28,6 +28,14 @@ struct VecDotKernel {
   CpuIsa isa = CpuIsa::kScalar;  // the ISA whose code `fn` is (after fallback)
 };
 
+// Up to four activation rows (n_x <= 4, x_stride bytes apart) against one weight row, writing
+// out[t * out_stride]; bit-identical to n_x calls of the same table's single kernel.
+using VecDotX4Fn = void (*)(const void* weight, const void* activations, int64_t x_stride,
+                            int64_t n_x, float* out, int64_t out_stride, int64_t n_elements);
+
+// The four-row kernel of `weight` in the best table, or nullptr where there is none.
+VecDotX4Fn vec_dot_x4_kernel(QType weight);
+
 // The kernel of `weight` in the `isa` table. Precondition: isa_supported(isa).
 VecDotKernel vec_dot_kernel(QType weight, CpuIsa isa);
 inline VecDotKernel vec_dot_kernel(QType weight) {

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "text/tokenizer/special_token_roles.h"
+#include "text/tokenizer/unicode_normalization.h"
 
 namespace sluice::text {
 namespace {
@@ -237,6 +238,8 @@ void fill_vocab(const Mapper& mapper, const Json& model, const Json& added, Toke
       mapper.refuse("added_tokens: entry without id/content");
     spec.tokens[id] = token.at("content").get<std::string>();
     spec.types[id] = token.value("special", false) ? TokenType::Control : TokenType::UserDefined;
+    if (mapper.flag(token, "lstrip", false)) spec.lstrip_ids.push_back(static_cast<TokenId>(id));
+    if (mapper.flag(token, "rstrip", false)) spec.rstrip_ids.push_back(static_cast<TokenId>(id));
   }
   for (size_t id = 0; id < spec.tokens.size(); ++id) {
     if (spec.types[id] == TokenType::Undefined) {
@@ -262,6 +265,33 @@ void fill_merges(const Mapper& mapper, const Json& model, TokenizerSpec& spec) {
     } else {
       mapper.refuse("model.merges: an entry is neither \"a b\" nor [a, b]");
     }
+  }
+}
+
+// Added tokens with `normalized: true` and the normalizer's output for each (tokenizer_spec.h
+// NormalizedAddedToken). tokenizers normalizes the token content with the whole normalizer
+// (none: the content itself, but still matched after the others); the spec's share of it is
+// the Unicode form, then for SentencePiece the Prepend("▁") and the Replace(" " → "▁"). A
+// Metaspace pre-tokenizer adds its "▁" only after the added tokens are matched, which the
+// SentencePiece model cannot split from its own space handling: there normalized tokens are
+// matched in the raw text together with the others (which differs from tokenizers only where
+// a normalized and a non-normalized token overlap).
+void read_normalized_added(const Mapper& mapper, const Json& added, const Pipeline& pipeline,
+                           TokenizerSpec& spec) {
+  if (pipeline.metaspace) return;
+  const bool sentencepiece = spec.kind == TokenizerKind::SentencePiece;
+  for (const Json& token : added) {
+    if (!mapper.flag(token, "normalized", false)) continue;
+    const auto id = static_cast<TokenId>(token.at("id").get<int64_t>());
+    std::string form = normalize_unicode(spec.tokens[id], pipeline.normalization);
+    if (form.empty()) continue;
+    if (sentencepiece && pipeline.prefix_space) form.insert(0, kSpaceMarker);
+    if (sentencepiece && pipeline.spaces_replaced) {
+      for (size_t at = form.find(' '); at != std::string::npos; at = form.find(' ', at)) {
+        form.replace(at, 1, kSpaceMarker);
+      }
+    }
+    spec.normalized_added.push_back(NormalizedAddedToken{id, std::move(form)});
   }
 }
 
@@ -399,6 +429,11 @@ TokenizerSpec hf_tokenizer_spec_from_json(std::string_view tokenizer_json,
         "unsupported BPE pipeline: neither a ByteLevel pre-tokenizer nor "
         "SentencePiece-style whitespace (Metaspace, Replace \" \"→\"▁\", byte_fallback)");
   }
+
+  // tokenizers' AddedVocabulary: one leftmost-longest scan over the raw text for the tokens
+  // not marked normalized, then one over each normalized piece for those that are.
+  spec.added_token_match = AddedTokenMatch::LeftmostLongest;
+  read_normalized_added(mapper, added, pipeline, spec);
 
   if (model.contains("unk_token") && model.at("unk_token").is_string()) {
     spec.unk = vocabulary.find(model.at("unk_token").get<std::string>());

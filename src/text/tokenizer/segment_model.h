@@ -25,9 +25,24 @@ class SegmentModel {
   // Appends the ids of `fragment` to `out`.
   virtual void encode_fragment(std::string_view fragment, const FragmentContext& context,
                                std::vector<TokenId>& out) const = 0;
+  // encode_fragment in two steps, for matching Hugging Face `normalized` added tokens in
+  // between: the fragment as the tokenizer.json normalizer leaves it (SentencePiece: dummy
+  // prefix, spaces as U+2581), then the ids of a piece of such text. Defaults: the fragment
+  // unchanged, and encode_fragment (the kinds whose context does not matter).
+  virtual std::string normalize_fragment(std::string_view fragment,
+                                         const FragmentContext& context) const {
+    (void)context;
+    return std::string(fragment);
+  }
+  virtual void encode_normalized(std::string_view normalized, std::vector<TokenId>& out) const {
+    encode_fragment(normalized, FragmentContext{}, out);
+  }
   // The bytes token `id` stands for in decoded text (byte-level chars mapped back to bytes,
   // U+2581 to space, <0xNN> to the byte). Special tokens give their text.
   virtual std::string token_to_bytes(TokenId id) const = 0;
+  // The bytes of a normalized added token's form (tokenizer_spec.h NormalizedAddedToken), which
+  // Hugging Face decodes like an ordinary piece. Default: the form as written.
+  virtual std::string form_to_bytes(std::string_view form) const { return std::string(form); }
   // Adjusts a whole decoded text for this kind (e.g. SentencePiece drops the dummy-prefix space
   // at the start). Default: unchanged.
   virtual void finish_decode(std::string& text, bool at_text_start) const {

@@ -100,7 +100,11 @@ class SentencePieceModel final : public SegmentModel {
 
   void encode_fragment(std::string_view fragment, const FragmentContext& context,
                        std::vector<TokenId>& out) const override;
+  std::string normalize_fragment(std::string_view fragment,
+                                 const FragmentContext& context) const override;
+  void encode_normalized(std::string_view normalized, std::vector<TokenId>& out) const override;
   std::string token_to_bytes(TokenId id) const override;
+  std::string form_to_bytes(std::string_view form) const override;
   void finish_decode(std::string& text, bool at_text_start) const override;
 
  private:
@@ -210,8 +214,14 @@ void SentencePieceModel::load_merges(const TokenizerSpec& spec) {
 
 void SentencePieceModel::encode_fragment(std::string_view fragment, const FragmentContext& context,
                                          std::vector<TokenId>& out) const {
-  // llama.cpp never hands an empty fragment to the segmenter, so it gets no dummy prefix.
-  if (fragment.empty()) return;
+  encode_normalized(normalize_fragment(fragment, context), out);
+}
+
+std::string SentencePieceModel::normalize_fragment(std::string_view fragment,
+                                                   const FragmentContext& context) const {
+  // llama.cpp never hands an empty fragment to the segmenter, so it gets no dummy prefix
+  // (nor does Hugging Face's Prepend normalizer prefix an empty string).
+  if (fragment.empty()) return {};
   std::string text;
   text.reserve(fragment.size() + 4);
   // The dummy prefix goes before the first fragment and after every special token: llama.cpp's
@@ -220,10 +230,16 @@ void SentencePieceModel::encode_fragment(std::string_view fragment, const Fragme
   if (add_space_prefix_ && (context.at_text_start || context.after_special)) text += ' ';
   text.append(fragment);
   if (escape_whitespaces_) replace_all(text, " ", kEscapedSpace);
+  return text;
+}
+
+void SentencePieceModel::encode_normalized(std::string_view normalized,
+                                           std::vector<TokenId>& out) const {
+  if (normalized.empty()) return;
   if (mode_ == Mode::Scores) {
-    segment_by_scores(text, out);
+    segment_by_scores(normalized, out);
   } else {
-    segment_by_ranks(text, out);
+    segment_by_ranks(normalized, out);
   }
 }
 
@@ -397,6 +413,13 @@ std::string SentencePieceModel::token_to_bytes(TokenId id) const {
       break;
   }
   std::string text = piece;
+  replace_all(text, kEscapedSpace, " ");
+  return text;
+}
+
+// Hugging Face's decoder (Replace "▁" → " ", ByteFallback, Fuse) treats the form as any piece.
+std::string SentencePieceModel::form_to_bytes(std::string_view form) const {
+  std::string text(form);
   replace_all(text, kEscapedSpace, " ");
   return text;
 }

@@ -1,8 +1,9 @@
-// Tokenizer (tokenizer.h): spec validation, splitting special/added tokens out of the text the
-// way llama.cpp's tokenizer_st_partition does, Unicode normalization of the plain text between
-// them (Hugging Face normalizers), BOS/EOS, decoding with clean-up, and the
-// streaming decoder. Everything kind-specific is delegated to the SegmentModel; this file
-// knows no vocabulary format and no segmentation algorithm.
+// Tokenizer (tokenizer.h): spec validation, splitting special/added tokens out of the text (as
+// llama.cpp's tokenizer_st_partition or tokenizers' AddedVocabulary does, per the spec's
+// source), Unicode normalization of the plain text between them (Hugging Face normalizers),
+// BOS/EOS, decoding with clean-up, and the streaming decoder. Everything kind-specific is
+// delegated to the SegmentModel; this file knows no vocabulary format and no segmentation
+// algorithm.
 #include "text/tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -44,6 +45,9 @@ void validate(TokenizerSpec& spec) {
   for (const TokenId id : spec.eog) check_id(spec, "end-of-generation", id);
   for (const TokenId id : spec.lstrip_ids) check_id(spec, "lstrip", id);
   for (const TokenId id : spec.rstrip_ids) check_id(spec, "rstrip", id);
+  for (const NormalizedAddedToken& token : spec.normalized_added) {
+    check_id(spec, "normalized added token", token.id);
+  }
   if (spec.add_bos && !spec.bos) fail("tokenizer: add_bos is set but there is no bos token");
   if (spec.add_eos && !spec.eos) fail("tokenizer: add_eos is set but there is no eos token");
 }
@@ -92,17 +96,40 @@ std::string clean_spaces(const std::string& text) {
 struct Tokenizer::State {
   TokenizerSpec spec;
   std::unique_ptr<SegmentModel> model;
-  SpecialTokenSplitter splitter;
-  std::vector<bool> eog;  // [n_vocab]
+  SpecialTokenSplitter splitter;             // added tokens matched in the raw text
+  SpecialTokenSplitter normalized_splitter;  // Hugging Face `normalized` ones, in normalized text
+  std::vector<bool> eog;                     // [n_vocab]
+  // [n_vocab] or empty: the bytes of a normalized added token whose form differs from its text
+  // (decoded as the form, never skipped); empty strings elsewhere.
+  std::vector<std::string> form_bytes;
 
   explicit State(TokenizerSpec s)
-      : spec((validate(s), std::move(s))), model(make_segment_model(spec)), splitter(spec) {
+      : spec((validate(s), std::move(s))),
+        model(make_segment_model(spec)),
+        splitter(spec),
+        normalized_splitter(SpecialTokenSplitter::for_normalized_tokens(spec)) {
     eog.assign(spec.tokens.size(), false);
     for (const TokenId id : spec.eog) eog[id] = true;
     for (const auto& id : {spec.eos, spec.eot, spec.eom}) {
       if (id) eog[*id] = true;
     }
+    for (const NormalizedAddedToken& token : spec.normalized_added) {
+      if (token.form.empty() || token.form == spec.tokens[token.id]) continue;
+      if (form_bytes.empty()) form_bytes.resize(spec.tokens.size());
+      form_bytes[token.id] = model->form_to_bytes(token.form);
+    }
   }
+
+  bool has_form(TokenId id) const { return !form_bytes.empty() && !form_bytes[id].empty(); }
+
+  std::string piece(TokenId id) const {
+    return has_form(id) ? form_bytes[id] : model->token_to_bytes(id);
+  }
+
+  // Plain text between raw-matched added tokens: normalized, normalized added tokens split
+  // out of it, and the rest segmented.
+  void encode_plain(std::string_view plain, const FragmentContext& context,
+                    const EncodeOptions& options, std::vector<TokenId>& out) const;
 
   void check(TokenId id) const {
     if (id < 0 || static_cast<size_t>(id) >= spec.tokens.size()) {
@@ -112,9 +139,41 @@ struct Tokenizer::State {
 
   bool skipped(TokenId id, const DecodeOptions& options) const {
     const TokenType type = spec.types[id];
-    return options.skip_special && (type == TokenType::Control || type == TokenType::Unknown);
+    return options.skip_special && (type == TokenType::Control || type == TokenType::Unknown) &&
+           !has_form(id);
   }
 };
+
+void Tokenizer::State::encode_plain(std::string_view plain, const FragmentContext& context,
+                                    const EncodeOptions& options, std::vector<TokenId>& out) const {
+  std::string repaired, normalized;
+  if (spec.normalization != UnicodeNormalization::None) {
+    // Hugging Face normalizes the text between added tokens, and only ever sees well-formed
+    // text: invalid bytes are repaired first (as the byte-level model would), then normalized.
+    if (!is_valid_utf8(plain)) {
+      repaired = repair_utf8_per_byte(plain);
+      plain = repaired;
+    }
+    normalized = normalize_unicode(plain, spec.normalization);
+    plain = normalized;
+  }
+  if (normalized_splitter.empty()) {
+    model->encode_fragment(plain, context, out);
+    return;
+  }
+  // tokenizers' extract_and_normalize, second step: the normalizer runs over the whole piece
+  // (so llama2's dummy prefix lands once, at its start), then the normalized tokens are cut
+  // out of the normalized text and what is left is segmented as it stands.
+  const std::string text = model->normalize_fragment(plain, context);
+  for (const Fragment& piece : normalized_splitter.split(text, options.parse_special)) {
+    if (piece.token >= 0) {
+      out.push_back(piece.token);
+    } else {
+      model->encode_normalized(std::string_view(text).substr(piece.begin, piece.end - piece.begin),
+                               out);
+    }
+  }
+}
 
 Tokenizer::Tokenizer(TokenizerSpec spec) : state_(std::make_unique<State>(std::move(spec))) {}
 Tokenizer::~Tokenizer() = default;
@@ -136,19 +195,8 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, const EncodeOption
     FragmentContext context;
     context.at_text_start = i == 0;
     context.after_special = i > 0 && fragments[i - 1].token >= 0;
-    std::string_view plain = text.substr(fragment.begin, fragment.end - fragment.begin);
-    std::string repaired, normalized;
-    if (s.spec.normalization != UnicodeNormalization::None) {
-      // Hugging Face normalizes the text between added tokens, and only ever sees well-formed
-      // text: invalid bytes are repaired first (as the byte-level model would), then normalized.
-      if (!is_valid_utf8(plain)) {
-        repaired = repair_utf8_per_byte(plain);
-        plain = repaired;
-      }
-      normalized = normalize_unicode(plain, s.spec.normalization);
-      plain = normalized;
-    }
-    s.model->encode_fragment(plain, context, out);
+    s.encode_plain(text.substr(fragment.begin, fragment.end - fragment.begin), context, options,
+                   out);
   }
   if (options.add_special && s.spec.add_eos) out.push_back(*s.spec.eos);
   return out;
@@ -159,7 +207,7 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, const DecodeOptions&
   std::string text;
   for (const TokenId id : ids) {
     s.check(id);
-    if (!s.skipped(id, options)) text += s.model->token_to_bytes(id);
+    if (!s.skipped(id, options)) text += s.piece(id);
   }
   s.model->finish_decode(text, true);
   if (s.spec.clean_spaces) text = clean_spaces(text);
@@ -170,7 +218,7 @@ std::string Tokenizer::token_piece(TokenId id, const DecodeOptions& options) con
   const State& s = *state_;
   s.check(id);
   if (s.skipped(id, options)) return {};
-  return s.model->token_to_bytes(id);
+  return s.piece(id);
 }
 
 std::string Tokenizer::decode_piece(TokenId id, bool at_text_start,

@@ -25,7 +25,8 @@ struct EncodeOptions {
 
 struct DecodeOptions {
   // Drop control and unknown-type tokens (BOS, EOS, <|im_start|> …) from the text, as
-  // llama.cpp's detokenize does without `special`.
+  // llama.cpp's detokenize does without `special` — except a Hugging Face `normalized` added
+  // token decoded as its normalized form, which tokenizers never drops (llama2's legacy <s>).
   bool skip_special = false;
 };
 

@@ -35,6 +35,27 @@ enum class TokenType : int32_t {
 // A Unicode normalization applied to the plain text before pre-tokenization.
 enum class UnicodeNormalization { None, NFC, NFD, NFKC, NFKD };
 
+// How added tokens that overlap in the text are resolved. They differ only on overlaps such as
+// "ab" and "bcd" in "abcd" (llama.cpp: "a", "bcd"; Hugging Face: "ab", "cd").
+enum class AddedTokenMatch {
+  LongestTokenFirst,  // llama.cpp's tokenizer_st_partition: each token, longest first, splits
+                      // every remaining fragment at all its occurrences (GGUF)
+  LeftmostLongest,    // tokenizers' AddedVocabulary: one scan, the longest token starting at
+                      // the leftmost position wins (tokenizer.json)
+};
+
+// A Hugging Face added token marked `normalized: true` under a tokenizer.json normalizer.
+// tokenizers matches it in the *normalized* text of each piece between the other added
+// tokens, by the normalizer's output for its content: under llama2's legacy Prepend("▁") +
+// Replace(" " → "▁"), "<s>" is matched as "▁<s>", so only at the start of a piece or right
+// after a space, which it absorbs. When `form` differs from the content, tokenizers also
+// decodes the token as `form` (" <s>") and, no longer finding it among the special texts,
+// never skips it.
+struct NormalizedAddedToken {
+  TokenId id = -1;
+  std::string form;
+};
+
 struct TokenizerSpec {
   TokenizerKind kind = TokenizerKind::BytePairByteLevel;
   std::string pre_name;                  // tokenizer.ggml.pre as given ("llama-bpe", "qwen2", …)
@@ -65,6 +86,11 @@ struct TokenizerSpec {
   // rstrip and jina's <mask> lstrip). Empty for most tokenizers.
   std::vector<TokenId> lstrip_ids;
   std::vector<TokenId> rstrip_ids;
+
+  AddedTokenMatch added_token_match = AddedTokenMatch::LongestTokenFirst;
+  // Added tokens matched in normalized text (see NormalizedAddedToken); always empty for GGUF.
+  // They are left out of the raw-text match, which runs first, as in tokenizers.
+  std::vector<NormalizedAddedToken> normalized_added;
 };
 
 }  // namespace sluice::text
