@@ -217,3 +217,32 @@ TEST(CpuBackend, MatmulEqualsReferenceDotsForAnyThreadCount) {
 
 }  // namespace
 }  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// Prefill (several tokens per call, four-row kernels where a type has one) must give exactly
+// what decoding the same rows one token at a time gives.
+TEST(CpuBackend, MatmulOfManyTokensEqualsOneTokenAtATime) {
+  const int64_t n_cols = 320, n_rows = 9, n_tokens = 7;
+  for (QType type : {QType::Q8_0, QType::Q4_1, QType::Q5_0, QType::Q4_0, QType::F16}) {
+    const auto weights_f = random_floats(size_t(n_rows * n_cols), 11);
+    const size_t row = *row_bytes(type, n_cols);
+    std::vector<uint8_t> w(row * n_rows);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      quantize_row(type, weights_f.data() + r * n_cols, w.data() + r * row, n_cols);
+    }
+    const MatrixView view{type, w.data(), n_cols, n_rows};
+    const auto x = random_floats(size_t(n_tokens * n_cols), 12);
+    cpu::CpuBackend backend(nullptr);
+    std::vector<float> batched(size_t(n_tokens * n_rows)), single(batched.size());
+    backend.matmul(view, x.data(), batched.data(), n_tokens);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      backend.matmul(view, x.data() + t * n_cols, single.data() + t * n_rows, 1);
+    }
+    EXPECT_EQ(batched, single) << qtype_name(type);
+  }
+}
+
+}  // namespace
+}  // namespace sluice::test

@@ -140,6 +140,34 @@ float dot_q5_0(const void* w, const void* x, int64_t n) {
       [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
 }
 
+void dot_q5_0_x4(const void* w, const void* x, int64_t x_stride, int64_t n_x, float* out,
+                 int64_t out_stride, int64_t n) {
+  const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
+  const auto* rows = static_cast<const uint8_t*>(x);  // [n_x, x_stride]
+  const __m256i high = _mm256_set1_epi8(static_cast<char>(0xf0));
+  __m256 acc0[4], acc1[4];
+  for (int t = 0; t < 4; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  auto block = [&](int64_t ib, __m256* acc) {
+    const __m256i bit_clear_high = _mm256_andnot_si256(expand_bits(wb[ib].qh), high);
+    const __m256i q = _mm256_or_si256(unpack_nibbles(wb[ib].qs), bit_clear_high);
+    const float dw = half_to_float(wb[ib].d);
+    for (int64_t t = 0; t < n_x; ++t) {
+      const auto* xb = reinterpret_cast<const BlockQ8_0*>(rows + t * x_stride) + ib;
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * half_to_float(xb->d)),
+                               _mm256_cvtepi32_ps(madd_s8_s8(q, loadu256(xb->qs))), acc[t]);
+    }
+  };
+  // The block order of accumulate_blocks (two alternating accumulators), per row.
+  const int64_t n_blocks = n / kQK5_0;
+  int64_t ib = 0;
+  for (; ib + 1 < n_blocks; ib += 2) {
+    block(ib, acc0);
+    block(ib + 1, acc1);
+  }
+  if (ib < n_blocks) block(ib, acc0);
+  for (int64_t t = 0; t < n_x; ++t) out[t * out_stride] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));
+}
+
 float dot_q5_1(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ5_1*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_1*>(x);  // [n / 32]
@@ -198,6 +226,7 @@ void add_avx2_block32_kernels(VecDotTable& table) {
   table.kernels[int(QType::Q4_1)] = {dot_q4_1, CpuIsa::kAvx2};
   table.x4[int(QType::Q4_1)] = dot_q4_1_x4;
   table.x4[int(QType::Q8_0)] = dot_q8_0_x4;
+  table.x4[int(QType::Q5_0)] = dot_q5_0_x4;
   table.kernels[int(QType::Q5_0)] = {dot_q5_0, CpuIsa::kAvx2};
   table.kernels[int(QType::Q5_1)] = {dot_q5_1, CpuIsa::kAvx2};
   table.kernels[int(QType::IQ4_NL)] = {dot_iq4_nl, CpuIsa::kAvx2};
