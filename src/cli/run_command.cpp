@@ -36,7 +36,8 @@ struct RunArgs {
 
 constexpr const char* kSamplingNote =
     "Sampling is greedy (argmax, deterministic) unless --temperature above 0 is given; top-k, "
-    "top-p, min-p, typical-p and the seed matter only then, the penalties always. Without -p: "
+    "top-p, min-p, typical-p and the seed matter only then, the penalties always (repeat "
+    "penalty 1.1 by default, as Ollama; --repeat-penalty 1 for plain argmax). Without -p: "
     "an interactive chat (/help inside it lists its commands).";
 
 void add_sampling_options(CLI::App& app, SamplingParams& s) {
@@ -49,8 +50,12 @@ void add_sampling_options(CLI::App& app, SamplingParams& s) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--typical-p", s.typical_p, "Locally typical sampling mass (1: off)")
       ->check(CLI::Range(0.0, 1.0));
+  // Small chat models loop on greedy decoding without it; 1.1 over the last 64 tokens is
+  // Ollama's default and keeps answers deterministic.
+  s.repeat_penalty = 1.1f;
   app.add_option("--repeat-penalty", s.repeat_penalty, "Penalise repeated tokens (1: off)")
-      ->check(at_least(1e-6).description(">0"));
+      ->check(at_least(1e-6).description(">0"))
+      ->capture_default_str();
   app.add_option("--repeat-last-n", s.penalty_last_n, "Window of recent tokens the penalties see")
       ->check(at_least(0))
       ->capture_default_str();
