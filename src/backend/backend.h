@@ -58,7 +58,9 @@ struct AttentionCall {
   KvLayerView kv;
 };
 
-enum class GluActivation : uint8_t { kSilu, kGeluTanh };
+// kGeluTanhF16: tanh-GELU looked up by the input rounded to half, the result a half — what
+// llama.cpp's CPU backend computes for GGUF files; kGeluTanh: the exact formula (transformers).
+enum class GluActivation : uint8_t { kSilu, kGeluTanh, kGeluTanhF16 };
 
 class Backend {
  public:

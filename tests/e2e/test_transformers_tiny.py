@@ -28,6 +28,7 @@ F32_NAMES = [n for n in NAMES if tiny_hf_models.MODELS[n][1] == "F32"]
 # 2.6e-2 .. 3.2e-2 (BF16), so the bounds keep a 3-5x margin. Each golden's greedy steps have
 # top-2 margins above its bound (qwen2-f16's smallest is 0.03, the BF16 ones' 0.3).
 TOLERANCE = {"F32": 1e-4, "F16": 1e-2, "BF16": 1e-1}
+GGUF_GELU_TABLE_TOLERANCE = 1e-2
 
 if not SLUICE_BIN:
     pytest.skip("SLUICE_BIN is not set (run through ctest)", allow_module_level=True)
@@ -93,7 +94,10 @@ def test_converted_gguf(tmp_path, name):
 
     path = tmp_path / f"{name}.gguf"
     tiny_hf_gguf.write_gguf(name, path)
-    check(sluice_eval(path), golden(name), TOLERANCE["F32"])
+    # A GGUF file is computed as llama.cpp computes it: for gemma3 that means GELU read from a
+    # half-precision table (input and output rounded to half), 1.8e-3 from transformers here.
+    tolerance = GGUF_GELU_TABLE_TOLERANCE if name.startswith("gemma3") else TOLERANCE["F32"]
+    check(sluice_eval(path), golden(name), tolerance)
 
 
 def refused(model):

@@ -131,12 +131,11 @@ void CpuBackend::glu(GluActivation act, float* gate, const float* up, int64_t n_
     swiglu_rows(gate, up, n_rows, n_cols);
     return;
   }
-  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-  constexpr float kCoefA = 0.044715f;
-  for (int64_t i = 0; i < n_rows * n_cols; ++i) {
-    const float v = gate[i];
-    gate[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + kCoefA * v * v))) * up[i];
+  if (act == GluActivation::kGeluTanhF16) {
+    geglu_f16_rows(gate, up, n_rows * n_cols);
+    return;
   }
+  for (int64_t i = 0; i < n_rows * n_cols; ++i) gate[i] = gelu_tanh(gate[i]) * up[i];
 }
 
 void CpuBackend::mul_sigmoid(float* x, const float* gate, int64_t n) {

@@ -5,6 +5,8 @@
 #include <bit>
 #include <cmath>
 
+#include "core/half.h"
+
 namespace sluice::cpu {
 
 float exp_polynomial(float x) {
@@ -39,6 +41,27 @@ void swiglu_rows(float* gate, const float* up, int64_t n_rows, int64_t n_cols) {
       g[i] = g[i] / (1.0f + exp_polynomial(0.0f - g[i])) * u[i];
     }
     for (int64_t i = n_vector; i < n_cols; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  }
+}
+
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoefA = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+void geglu_f16_rows(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    float g;
+    if (x <= -10.0f) {
+      g = 0.0f;
+    } else if (x >= 10.0f) {
+      g = x;
+    } else {
+      g = fp16_to_fp32(fp32_to_fp16(gelu_tanh(fp16_to_fp32(fp32_to_fp16(x)))));
+    }
+    gate[i] = g * up[i];
   }
 }
 

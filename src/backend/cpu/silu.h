@@ -1,4 +1,4 @@
-// SiLU as llama.cpp's x86 CPU backend computes it: x / (1 + e^-x) with e^x from a short
+// SiLU and GELU as llama.cpp's x86 CPU backend computes it: x / (1 + e^-x) with e^x from a short
 // polynomial (the "optimized routines" expf of Arm, max error about 1.5 ulp) on whole groups of
 // eight elements, and libm's expf on the remainder of a row. Matching it bit for bit matters:
 // SwiGLU outputs are quantized to 8 bits next, and a one-ulp difference can flip a quant.
@@ -14,5 +14,12 @@ float exp_polynomial(float x);
 
 // gate[i] = silu(gate[i]) * up[i] for rows of n_cols (groups of 8 from each row's start).
 void swiglu_rows(float* gate, const float* up, int64_t n_rows, int64_t n_cols);
+
+// tanh-approximated GELU, exactly: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))).
+float gelu_tanh(float x);
+
+// gate[i] = gelu(gate[i]) * up[i] as llama.cpp's CPU backend computes it: 0 below -10, x above
+// 10, otherwise the GELU of x rounded to half, itself rounded to half (ggml's lookup table).
+void geglu_f16_rows(float* gate, const float* up, int64_t n);
 
 }  // namespace sluice::cpu

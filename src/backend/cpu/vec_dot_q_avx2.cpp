@@ -42,6 +42,17 @@ float accumulate_blocks(int64_t n_blocks, BlockSum block_sum, BlockScale block_s
 // Q8_0 and Q4_1 accumulate in one register, block by block, with Q4_1's minimum terms summed
 // alongside: the order of ggml's x86 kernels, so these two types (the activations and most
 // weights of the default model) round exactly as llama.cpp does.
+// One accumulator, blocks in order: ggml's x86 order for Q4_0, Q5_0 and Q5_1 (IQ4_NL and MXFP4
+// alternate two accumulators there, as accumulate_blocks does).
+template <class BlockSum, class BlockScale>
+float accumulate_blocks_in_order(int64_t n_blocks, BlockSum block_sum, BlockScale block_scale) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n_blocks; ++ib) {
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(block_scale(ib)), _mm256_cvtepi32_ps(block_sum(ib)), acc);
+  }
+  return hsum_ps(acc);
+}
+
 float dot_q8_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ8_0*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
@@ -58,7 +69,7 @@ float dot_q4_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ4_0*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
   const __m256i eight = _mm256_set1_epi8(8);
-  return accumulate_blocks(
+  return accumulate_blocks_in_order(
       n / kQK4_0,
       [&](int64_t ib) {
         const __m256i q = _mm256_sub_epi8(unpack_nibbles(wb[ib].qs), eight);  // -8..7
@@ -130,7 +141,7 @@ float dot_q5_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
   const __m256i high = _mm256_set1_epi8(static_cast<char>(0xf0));
-  return accumulate_blocks(
+  return accumulate_blocks_in_order(
       n / kQK5_0,
       [&](int64_t ib) {
         const __m256i bit_clear_high = _mm256_andnot_si256(expand_bits(wb[ib].qh), high);
@@ -145,9 +156,9 @@ void dot_q5_0_x4(const void* w, const void* x, int64_t x_stride, int64_t n_x, fl
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
   const auto* rows = static_cast<const uint8_t*>(x);  // [n_x, x_stride]
   const __m256i high = _mm256_set1_epi8(static_cast<char>(0xf0));
-  __m256 acc0[4], acc1[4];
-  for (int t = 0; t < 4; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
-  auto block = [&](int64_t ib, __m256* acc) {
+  __m256 acc[4];
+  for (int t = 0; t < 4; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n / kQK5_0; ++ib) {
     const __m256i bit_clear_high = _mm256_andnot_si256(expand_bits(wb[ib].qh), high);
     const __m256i q = _mm256_or_si256(unpack_nibbles(wb[ib].qs), bit_clear_high);
     const float dw = half_to_float(wb[ib].d);
@@ -156,16 +167,8 @@ void dot_q5_0_x4(const void* w, const void* x, int64_t x_stride, int64_t n_x, fl
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * half_to_float(xb->d)),
                                _mm256_cvtepi32_ps(madd_s8_s8(q, loadu256(xb->qs))), acc[t]);
     }
-  };
-  // The block order of accumulate_blocks (two alternating accumulators), per row.
-  const int64_t n_blocks = n / kQK5_0;
-  int64_t ib = 0;
-  for (; ib + 1 < n_blocks; ib += 2) {
-    block(ib, acc0);
-    block(ib + 1, acc1);
   }
-  if (ib < n_blocks) block(ib, acc0);
-  for (int64_t t = 0; t < n_x; ++t) out[t * out_stride] = hsum_ps(_mm256_add_ps(acc0[t], acc1[t]));
+  for (int64_t t = 0; t < n_x; ++t) out[t * out_stride] = hsum_ps(acc[t]);
 }
 
 float dot_q5_1(const void* w, const void* x, int64_t n) {
@@ -176,15 +179,15 @@ float dot_q5_1(const void* w, const void* x, int64_t n) {
   for (int64_t ib = 0; ib < n / kQK5_1; ++ib) {
     sum_min += half_to_float(wb[ib].m) * half_to_float(xb[ib].s);
   }
-  return sum_min +
-         accumulate_blocks(
+  return accumulate_blocks_in_order(
              n / kQK5_1,
              [&](int64_t ib) {
                const __m256i q = _mm256_or_si256(unpack_nibbles(wb[ib].qs),
                                                  _mm256_and_si256(expand_bits(wb[ib].qh), fifth));
                return madd_u8_s8(q, loadu256(xb[ib].qs));
              },
-             [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
+             [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); }) +
+         sum_min;
 }
 
 // IQ4_NL and MXFP4: the nibble indexes a 16-entry int8 table, which one pshufb looks up.

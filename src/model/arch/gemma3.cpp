@@ -29,6 +29,12 @@ std::unique_ptr<LanguageModel> make_gemma3(const ModelFile& file) {
     for (size_t il = 0; il < sliding.size(); ++il) sliding[il] = window > 0 && (*pattern)[il];
   }
   if (file.contains(kHfNormPlusOne)) c.norm_weight_offset = 1.0f;
+  // A GGUF file is computed as llama.cpp computes it, a Hugging Face snapshot as transformers.
+  if (file.contains(kHfNormPlusOne)) {
+    c.activation = GluActivation::kGeluTanh;
+  } else {
+    c.activation = GluActivation::kGeluTanhF16;
+  }
   const float scale = c.hp.n_layer == 62 ? 1.0f / std::sqrt(float(c.hp.n_embd / c.hp.n_head))
                                          : 1.0f / std::sqrt(float(c.hp.head_dim_k));
   for (int64_t il = 0; il < c.hp.n_layer; ++il) {
