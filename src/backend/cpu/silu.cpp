@@ -50,6 +50,13 @@ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
 }
 
+// The table's GELU as ggml's build computes it: its compiler fuses 1 + a*x*x into one FMA.
+float gelu_tanh_fused(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoefA = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * std::fma(kCoefA * x, x, 1.0f)));
+}
+
 void geglu_f16_rows(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = gate[i];
@@ -59,7 +66,7 @@ void geglu_f16_rows(float* gate, const float* up, int64_t n) {
     } else if (x >= 10.0f) {
       g = x;
     } else {
-      g = fp16_to_fp32(fp32_to_fp16(gelu_tanh(fp16_to_fp32(fp32_to_fp16(x)))));
+      g = fp16_to_fp32(fp32_to_fp16(gelu_tanh_fused(fp16_to_fp32(fp32_to_fp16(x)))));
     }
     gate[i] = g * up[i];
   }

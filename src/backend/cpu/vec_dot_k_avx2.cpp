@@ -134,16 +134,33 @@ void dot_q45_k(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_scale
   *acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins_dot), *acc_min);
 }
 
+// Q4_K in ggml's x86 order: the scaled integer sums in eight lanes as dot_q45_k makes them, and
+// the minimum terms in four lanes (sub-block pairs), scaled by -dmin, added at the very end.
 float dot_q4_k(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ4_K*>(w);  // [n / 256]
   const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
   __m256 acc = _mm256_setzero_ps();
-  __m256 acc_min = _mm256_setzero_ps();
+  __m128 acc_min = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    dot_q45_k(wb[i].qs, nullptr, wb[i].scales, half_to_float(wb[i].d) * xb[i].d,
-              half_to_float(wb[i].dmin) * xb[i].d, xb[i], &acc, &acc_min);
+    uint8_t scales[8], mins[8];
+    unpack_k4_scales(wb[i].scales, scales, mins);
+    int32_t min_terms[4];
+    for (int k = 0; k < 4; ++k) {
+      const int pair0 = xb[i].bsums[4 * k] + xb[i].bsums[4 * k + 1];
+      const int pair1 = xb[i].bsums[4 * k + 2] + xb[i].bsums[4 * k + 3];
+      min_terms[k] = mins[2 * k] * pair0 + mins[2 * k + 1] * pair1;
+    }
+    const float dmin = -xb[i].d * half_to_float(wb[i].dmin);
+    acc_min = _mm_fmadd_ps(
+        _mm_set1_ps(dmin),
+        _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(min_terms))), acc_min);
+    __m256 unused_min = _mm256_setzero_ps();
+    dot_q45_k(wb[i].qs, nullptr, wb[i].scales, xb[i].d * half_to_float(wb[i].d), 0.0f, xb[i], &acc,
+              &unused_min);
   }
-  return hsum_ps(acc) - hsum_ps(acc_min);
+  acc_min = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
+  acc_min = _mm_add_ss(acc_min, _mm_movehdup_ps(acc_min));
+  return hsum_ps(acc) + _mm_cvtss_f32(acc_min);
 }
 
 float dot_q5_k(const void* w, const void* x, int64_t n) {
@@ -158,7 +175,7 @@ float dot_q5_k(const void* w, const void* x, int64_t n) {
   return hsum_ps(acc) - hsum_ps(acc_min);
 }
 
-// Q6_K values are u - 32 with u in 0..63: sum u*q8 by maddubs, the -32 through the bsums.
+// Q6_K values are u - 32 with u in 0..63: u*q8 by maddubs, minus 32*q8 by maddubs.
 float dot_q6_k(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ6_K*>(w);  // [n / 256]
   const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
@@ -166,7 +183,6 @@ float dot_q6_k(const void* w, const void* x, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const __m128i scales8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i].scales));
-    const __m256i offset = bsums_dot(xb[i], _mm256_cvtepi8_epi16(scales8));
     __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const __m256i ql0 = loadu256(wb[i].ql + 64 * half);
@@ -183,11 +199,14 @@ float dot_q6_k(const void* w, const void* x, int64_t n) {
       for (int k = 0; k < 4; ++k) {
         const int c = 4 * half + k;
         const __m256i q = _mm256_or_si256(lows[k], _mm256_slli_epi16(tops[k], 4));
-        const __m256i pairs = _mm256_maddubs_epi16(q, loadu256(xb[i].qs + 32 * c));
+        // (u - 32) * q8 in pairs, the -32 applied per pair as ggml's x86 kernel does, so each
+        // lane's integer (and so its rounding to float) is the one llama.cpp gets.
+        const __m256i q8 = loadu256(xb[i].qs + 32 * c);
+        const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(q, q8),
+                                               _mm256_maddubs_epi16(_mm256_set1_epi8(32), q8));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, scale_pair16(scales8, c)));
       }
     }
-    sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
     acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(wb[i].d) * xb[i].d),
                           _mm256_cvtepi32_ps(sumi), acc);
   }

@@ -22,8 +22,10 @@ void glu_ffn(Backend& backend, const GluFfnWeights& w, GluActivation act, int64_
   const int64_t n_ff = w.gate.n_rows;
   backend.matmul(w.gate, x, scratch.gate.data(), n_tokens);
   backend.matmul(w.up, x, scratch.up.data(), n_tokens);
+  trace("ffn_gate", layer, scratch.gate.data(), n_ff);
+  trace("ffn_up", layer, scratch.up.data(), n_ff);
   backend.glu(act, scratch.gate.data(), scratch.up.data(), n_tokens, n_ff);
-  trace("ffn_act", layer, scratch.gate.data(), n_ff);
+  trace(act == GluActivation::kSilu ? "ffn_swiglu" : "ffn_geglu", layer, scratch.gate.data(), n_ff);
   backend.matmul(w.down, scratch.gate.data(), out, n_tokens);
   trace("ffn_out", layer, out, w.down.n_rows);
 }
