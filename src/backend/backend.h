@@ -93,6 +93,8 @@ class Backend {
   virtual void scale(float* x, float factor, int64_t n) = 0;
   // x = cap * tanh(x / cap).
   virtual void softcap(float* x, float cap, int64_t n) = 0;
+  // Each row of x [n_rows, n_cols] becomes its softmax, in place (the MoE router's gate).
+  virtual void softmax_rows(float* x, int64_t n_rows, int64_t n_cols) = 0;
 };
 
 }  // namespace sluice

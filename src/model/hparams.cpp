@@ -180,4 +180,34 @@ DecoderHParams read_decoder_hparams(const ArchMetadata& meta) {
   return hp;
 }
 
+MoeHParams read_moe_hparams(const ArchMetadata& meta, const DecoderHParams& hp) {
+  MoeHParams moe;
+  moe.n_expert = meta.checked("expert_count", meta.get_int("expert_count"), 1, 1 << 16);
+  moe.n_expert_used =
+      meta.checked("expert_used_count", meta.get_int("expert_used_count"), 1, moe.n_expert);
+  moe.n_ff_exp = meta.checked("expert_feed_forward_length",
+                              meta.get_int("expert_feed_forward_length", hp.n_ff), 1, 1 << 20);
+  moe.n_expert_shared =
+      meta.checked("expert_shared_count", meta.get_int("expert_shared_count", 0), 0, 1 << 10);
+  moe.n_ff_shexp =
+      meta.checked("expert_shared_feed_forward_length",
+                   meta.get_int("expert_shared_feed_forward_length", moe.n_ff_exp), 1, 1 << 20);
+  moe.n_layer_dense_lead = meta.checked("leading_dense_block_count",
+                                        meta.get_int("leading_dense_block_count", 0), 0, hp.n_layer);
+  moe.n_group = meta.checked("expert_group_count", meta.get_int("expert_group_count", 0), 0, moe.n_expert);
+  moe.n_group_used = meta.checked("expert_group_used_count",
+                                  meta.get_int("expert_group_used_count", 0), 0, moe.n_group);
+  if (moe.n_group > 1 && moe.n_expert % moe.n_group != 0) {
+    meta.checked("expert_group_count", moe.n_group, 1, 0);  // refuses, naming the key
+  }
+  moe.weights_scale = meta.get_float("expert_weights_scale", 0.0f);
+  if (const MetaValue* norm = meta.file().find(meta.arch() + ".expert_weights_norm")) {
+    moe.weights_norm = norm->as<bool>();
+  }
+  if (auto gating = meta.find_int("expert_gating_func")) {
+    moe.gating_func = meta.checked("expert_gating_func", *gating, 1, 3);
+  }
+  return moe;
+}
+
 }  // namespace sluice::model

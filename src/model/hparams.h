@@ -65,4 +65,23 @@ struct DecoderHParams {
 // same for every layer (per-layer arrays with differing values are refused).
 DecoderHParams read_decoder_hparams(const ArchMetadata& meta);
 
+// The Mixture-of-Experts keys: expert_count, expert_used_count, expert_feed_forward_length
+// (falling back to feed_forward_length), expert_weights_scale / _norm, expert_gating_func,
+// expert_group_count / expert_group_used_count, leading_dense_block_count and the shared
+// experts' expert_shared_count / expert_shared_feed_forward_length.
+struct MoeHParams {
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_expert_shared = 0;
+  int64_t n_ff_shexp = 0;
+  int64_t n_layer_dense_lead = 0;  // the first layers have a dense FFN instead
+  int64_t n_group = 0;
+  int64_t n_group_used = 0;
+  float weights_scale = 0.0f;
+  std::optional<bool> weights_norm;       // absent: the architecture's default
+  std::optional<int64_t> gating_func;     // llama.cpp: 1 softmax, 2 sigmoid, 3 softmax of chosen
+};
+MoeHParams read_moe_hparams(const ArchMetadata& meta, const DecoderHParams& hp);
+
 }  // namespace sluice::model

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "experts/expert_layout.h"
+#include "experts/expert_source.h"
 #include "model/kv_cache.h"
 
 namespace sluice::model {
@@ -30,6 +32,7 @@ struct ForwardRequest {
   bool all_logits = false;          // logits for every token, else only the last
   float* logits = nullptr;          // [all_logits ? n_tokens : 1, n_vocab]
   ActivationObserver* observer = nullptr;
+  experts::ExpertSource* experts = nullptr;  // required when expert_layout() is not empty
 };
 
 struct ModelSummary {
@@ -47,7 +50,12 @@ class LanguageModel {
   virtual std::vector<KvLayerSpec> kv_layout() const = 0;
   // Buffers sized for chunks of n_batch tokens; called once per session before forwards.
   virtual void reserve(int64_t n_batch) = 0;
+  // Where the routed experts live (streamed or viewed by an ExpertSource); empty when dense.
+  virtual const experts::ExpertLayout& expert_layout() const { return no_experts_; }
   virtual void forward(Backend& backend, KvCache& kv, const ForwardRequest& request) = 0;
+
+ private:
+  experts::ExpertLayout no_experts_;
 };
 
 }  // namespace sluice::model

@@ -21,6 +21,8 @@ constexpr ArchEntry kArchitectures[] = {
     {"qwen3", make_qwen3},
     {"gemma3", make_gemma3},
     {"muse-glimmer", make_muse_glimmer},
+    {"qwen3moe", make_qwen3moe},
+    {"olmoe", make_olmoe},
 };
 
 }  // namespace

@@ -60,6 +60,31 @@ MatrixView WeightBinder::matrix(const std::string& name, int64_t n_cols, int64_t
   return MatrixView{info.type, file_.tensor_bytes(info).data(), n_cols, n_rows};
 }
 
+experts::ExpertTensor WeightBinder::expert_matrices(const std::string& name, int64_t n_cols,
+                                                    int64_t n_rows, int64_t n_expert) {
+  const TensorInfo& info = require(name, {n_cols, n_rows, n_expert});
+  if (cpu::vec_dot_kernel(info.type).fn == nullptr) {
+    fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", name, "' has type ",
+         qtype_name(info.type), ", which has no matrix kernel");
+  }
+  experts::ExpertTensor tensor;
+  tensor.name = name;
+  tensor.type = info.type;
+  tensor.n_cols = n_cols;
+  tensor.n_rows = n_rows;
+  tensor.file_index = info.file_index;
+  tensor.offset = info.offset;
+  tensor.expert_bytes = info.n_bytes / uint64_t(n_expert);
+  tensor.expert_stride = tensor.expert_bytes;
+  return tensor;
+}
+
+std::vector<std::shared_ptr<File>> WeightBinder::files() const {
+  std::vector<std::shared_ptr<File>> files;
+  for (const SourceFile& source : file_.sources()) files.push_back(source.file);
+  return files;
+}
+
 std::optional<MatrixView> WeightBinder::optional_matrix(const std::string& name, int64_t n_cols,
                                                         int64_t n_rows) {
   if (!has(name)) return std::nullopt;

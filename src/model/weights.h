@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "experts/expert_layout.h"
 #include "format/model_file.h"
 
 namespace sluice::model {
@@ -26,6 +27,13 @@ class WeightBinder {
   // A 1-D tensor of n elements, converted to float32.
   std::vector<float> vector(const std::string& name, int64_t n);
   std::optional<std::vector<float>> optional_vector(const std::string& name, int64_t n);
+
+  // A [n_cols, n_rows, n_expert] stack of routed-expert matrices. Only its place on disk is
+  // returned: its bytes are not touched here, since routed experts may stream.
+  experts::ExpertTensor expert_matrices(const std::string& name, int64_t n_cols, int64_t n_rows,
+                                        int64_t n_expert);
+  // Every file a tensor may live in, for an ExpertLayout.
+  std::vector<std::shared_ptr<File>> files() const;
 
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
   // Marks tensors the architecture knowingly ignores (e.g. rope_freqs it recomputes).

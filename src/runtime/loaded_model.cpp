@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "experts/resident_experts.h"
 #include "format/model_file_open.h"
 #include "model/registry.h"
 
@@ -49,6 +50,8 @@ LoadedModel::LoadedModel(const std::string& path, const ModelOptions& options)
   info_.n_layer = summary.n_layer;
   info_.n_embd = summary.n_embd;
   for (const TensorInfo& tensor : file_.tensors()) info_.weight_bytes += tensor.n_bytes;
+  const experts::ExpertLayout& layout = language_model_->expert_layout();
+  if (!layout.empty()) experts_ = std::make_unique<experts::ResidentExperts>(layout);
   pool_ = std::make_unique<ThreadPool>(options.n_threads > 0 ? options.n_threads
                                                              : default_thread_count());
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "experts/expert_source.h"
 #include "format/model_file.h"
 #include "model/language_model.h"
 #include "sluice/engine.h"
@@ -25,6 +26,8 @@ class LoadedModel final : public Model {
 
   model::LanguageModel& language_model() { return *language_model_; }
   ThreadPool& pool() { return *pool_; }
+  // Where MoE layers get their routed experts; nullptr for a dense model.
+  experts::ExpertSource* experts() { return experts_.get(); }
   std::mutex& forward_mutex() { return forward_mutex_; }
 
  private:
@@ -33,6 +36,7 @@ class LoadedModel final : public Model {
   TextTokenizer tokenizer_;
   ModelInfo info_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<experts::ExpertSource> experts_;
   std::mutex forward_mutex_;
 };
 

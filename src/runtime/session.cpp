@@ -65,7 +65,9 @@ bool Session::Impl::append(std::span<const int32_t> ids, std::vector<float>* all
     request.all_logits = all != nullptr;
     request.logits = chunk_logits.data();
     if (observer.callback) request.observer = &observer;
+    request.experts = model->experts();
     model->language_model().forward(backend, kv, request);
+    if (request.experts != nullptr) request.experts->end_step();
     tokens.insert(tokens.end(), request.tokens.begin(), request.tokens.end());
     const float* last = chunk_logits.data() + (request.all_logits ? (n - 1) * n_vocab : 0);
     std::memcpy(last_logits.data(), last, sizeof(float) * size_t(n_vocab));

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/activation_quantize.h"
 #include "backend/cpu/silu.h"
+#include "backend/cpu/softmax.h"
 #include "backend/cpu/vec_dot.h"
 #include "core/error.h"
 #include "quant/dequantize.h"
@@ -156,6 +157,10 @@ void CpuBackend::scale(float* x, float factor, int64_t n) {
 
 void CpuBackend::softcap(float* x, float cap, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+void CpuBackend::softmax_rows(float* x, int64_t n_rows, int64_t n_cols) {
+  for (int64_t r = 0; r < n_rows; ++r) softmax_row(x + r * n_cols, n_cols);
 }
 
 }  // namespace sluice::cpu

@@ -33,6 +33,7 @@ class CpuBackend final : public Backend {
   void add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols) override;
   void scale(float* x, float factor, int64_t n) override;
   void softcap(float* x, float cap, int64_t n) override;
+  void softmax_rows(float* x, int64_t n_rows, int64_t n_cols) override;
 
  private:
   // Runs body(lo, hi) over [0, n) in chunks on the pool (inline when there is none).

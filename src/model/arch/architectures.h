@@ -15,5 +15,7 @@ std::unique_ptr<LanguageModel> make_qwen2(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_qwen3(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_gemma3(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_muse_glimmer(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_qwen3moe(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_olmoe(const ModelFile& file);
 
 }  // namespace sluice::model

@@ -23,9 +23,11 @@ AttentionWeights bind_attention(WeightBinder& binder, int64_t layer, const Atten
              .value_or(std::vector<float>{});
   w.bo = binder.optional_vector(layer_tensor(layer, "attn_output.bias"), s.n_embd)
              .value_or(std::vector<float>{});
-  w.q_norm = binder.optional_vector(layer_tensor(layer, "attn_q_norm.weight"), s.head_dim_k)
+  const int64_t q_norm_dim = s.qk_norm_across_heads ? q_dim : s.head_dim_k;
+  const int64_t k_norm_dim = s.qk_norm_across_heads ? k_dim : s.head_dim_k;
+  w.q_norm = binder.optional_vector(layer_tensor(layer, "attn_q_norm.weight"), q_norm_dim)
                  .value_or(std::vector<float>{});
-  w.k_norm = binder.optional_vector(layer_tensor(layer, "attn_k_norm.weight"), s.head_dim_k)
+  w.k_norm = binder.optional_vector(layer_tensor(layer, "attn_k_norm.weight"), k_norm_dim)
                  .value_or(std::vector<float>{});
   if (with_gate) w.gate = binder.matrix(layer_tensor(layer, "attn_gate.weight"), s.n_embd, o_dim);
   return w;
@@ -53,10 +55,12 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
   if (!w.bk.empty()) backend.add_bias(k, w.bk.data(), n_tokens, w.wk.n_rows);
   if (!w.bv.empty()) backend.add_bias(v, w.bv.data(), n_tokens, w.wv.n_rows);
   if (!w.q_norm.empty()) {
-    backend.rms_norm(q, w.q_norm.data(), q, n_tokens * s.n_head, s.head_dim_k, s.norm_eps);
+    const int64_t dim = int64_t(w.q_norm.size());
+    backend.rms_norm(q, w.q_norm.data(), q, n_tokens * w.wq.n_rows / dim, dim, s.norm_eps);
   }
   if (!w.k_norm.empty()) {
-    backend.rms_norm(k, w.k_norm.data(), k, n_tokens * s.n_head_kv, s.head_dim_k, s.norm_eps);
+    const int64_t dim = int64_t(w.k_norm.size());
+    backend.rms_norm(k, w.k_norm.data(), k, n_tokens * w.wk.n_rows / dim, dim, s.norm_eps);
   }
   backend.rope(q, n_tokens, s.n_head, s.head_dim_k, pos0, config.rope);
   backend.rope(k, n_tokens, s.n_head_kv, s.head_dim_k, pos0, config.rope);

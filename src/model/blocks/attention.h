@@ -17,7 +17,7 @@ struct AttentionWeights {
   MatrixView wq, wk, wv,
       wo;  // [n_embd, n_head*dk], [n_embd, n_kv*dk], [n_embd, n_kv*dv], [n_head*dv, n_embd]
   std::vector<float> bq, bk, bv, bo;  // empty when the model has none
-  std::vector<float> q_norm, k_norm;  // [dk] per-head RMS norm weights; empty when none
+  std::vector<float> q_norm, k_norm;  // [dk] (or all heads) RMS norm weights; empty when none
   MatrixView gate;                    // [n_embd, n_head*dv]; data == nullptr when none
 };
 
@@ -28,6 +28,8 @@ struct AttentionShape {
   int64_t head_dim_k = 0;
   int64_t head_dim_v = 0;
   float norm_eps = 1e-6f;  // of q_norm / k_norm
+  // q_norm / k_norm span all heads ([n_head*dk], [n_kv*dk]: OLMoE) instead of one head ([dk]).
+  bool qk_norm_across_heads = false;
 };
 
 struct AttentionLayerConfig {

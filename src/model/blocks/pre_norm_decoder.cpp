@@ -12,8 +12,20 @@ struct Layer {
   std::vector<float> attn_norm;  // [n_embd]
   AttentionWeights attn;
   std::vector<float> ffn_norm;  // [n_embd]
-  GluFfnWeights ffn;
+  bool is_moe = false;
+  GluFfnWeights ffn;  // when !is_moe
+  MoeFfnWeights moe;  // when is_moe
 };
+
+RouterConfig router_config(const MoeHParams& moe, const PreNormDecoderOptions& options) {
+  RouterConfig config;
+  config.n_expert = moe.n_expert;
+  config.n_expert_used = moe.n_expert_used;
+  config.gating = ExpertGating::kSoftmax;
+  config.norm_weights = moe.weights_norm.value_or(options.moe_norm_weights);
+  config.weights_scale = moe.weights_scale;
+  return config;
+}
 
 class PreNormDecoder final : public LanguageModel {
  public:
@@ -22,7 +34,9 @@ class PreNormDecoder final : public LanguageModel {
     const ArchMetadata meta(file, arch);
     hp_ = read_decoder_hparams(meta);
     summary_ = {arch, hp_.n_vocab, hp_.n_embd, hp_.n_layer, hp_.n_ctx_train};
-    shape_ = {hp_.n_embd, hp_.n_head, hp_.n_head_kv, hp_.head_dim_k, hp_.head_dim_v, hp_.rms_eps};
+    shape_ = {hp_.n_embd,     hp_.n_head,  hp_.n_head_kv,
+              hp_.head_dim_k, hp_.head_dim_v, hp_.rms_eps,
+              options.qk_norm_across_heads};
 
     WeightBinder binder(file);
     token_embd_ = binder.matrix("token_embd.weight", hp_.n_embd, hp_.n_vocab);
@@ -30,13 +44,26 @@ class PreNormDecoder final : public LanguageModel {
     if (auto factors = binder.optional_vector("rope_freqs.weight", hp_.n_rot / 2)) {
       rope_freq_factors_ = std::move(*factors);
     }
+    const bool any_moe = options.moe == MoeUse::kRequired ||
+                         (options.moe == MoeUse::kWhenPresent && meta.find_int("expert_count"));
+    if (any_moe) moe_hp_ = read_moe_hparams(meta, hp_);
+    expert_layout_.files = binder.files();
+    expert_layout_.layers.resize(size_t(hp_.n_layer));
+    expert_layout_.n_expert_used = moe_hp_.n_expert_used;
     layers_.resize(size_t(hp_.n_layer));
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       Layer& layer = layers_[size_t(il)];
       layer.attn_norm = binder.vector(layer_tensor(il, "attn_norm.weight"), hp_.n_embd);
       layer.attn = bind_attention(binder, il, shape_, /*with_gate=*/false);
       layer.ffn_norm = binder.vector(layer_tensor(il, "ffn_norm.weight"), hp_.n_embd);
-      layer.ffn = bind_glu_ffn(binder, il, hp_.n_embd, hp_.n_ff);
+      layer.is_moe = options.moe == MoeUse::kRequired ||
+                     (any_moe && binder.has(layer_tensor(il, "ffn_gate_inp.weight")));
+      if (layer.is_moe) {
+        layer.moe = bind_moe_ffn(binder, il, hp_.n_embd, moe_hp_.n_ff_exp,
+                                 router_config(moe_hp_, options), expert_layout_);
+      } else {
+        layer.ffn = bind_glu_ffn(binder, il, hp_.n_embd, hp_.n_ff);
+      }
       if (options.require_qkv_bias &&
           (layer.attn.bq.empty() || layer.attn.bk.empty() || layer.attn.bv.empty())) {
         fail(file.display_name(), ": ", arch, " needs blk.", il, ".attn_{q,k,v}.bias");
@@ -59,14 +86,23 @@ class PreNormDecoder final : public LanguageModel {
                                     {hp_.n_head_kv, hp_.head_dim_k, hp_.head_dim_v, 0});
   }
 
+  const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
+
   void reserve(int64_t n_batch) override {
     if (n_batch <= reserved_) return;
     reserved_ = n_batch;
     x_.resize(size_t(n_batch * hp_.n_embd));
     xn_.resize(size_t(n_batch * hp_.n_embd));
     branch_.resize(size_t(n_batch * hp_.n_embd));
+    spec_xn_.resize(size_t(n_batch * hp_.n_embd));
     attn_scratch_.reserve(shape_, n_batch);
     ffn_scratch_.reserve(hp_.n_ff, n_batch);
+    for (const Layer& layer : layers_) {
+      if (!layer.is_moe) continue;
+      moe_scratch_.reserve(layer.moe, hp_.n_embd, n_batch);
+      spec_scratch_.reserve(layer.moe, hp_.n_embd, n_batch);
+      break;
+    }
   }
 
   void forward(Backend& backend, KvCache& kv, const ForwardRequest& request) override {
@@ -86,8 +122,16 @@ class PreNormDecoder final : public LanguageModel {
       trace("ffn_inp", il, x, n_embd);
       backend.rms_norm(x, layer.ffn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
       trace("ffn_norm", il, xn_.data(), n_embd);
-      glu_ffn(backend, layer.ffn, GluActivation::kSilu, il, xn_.data(), n, ffn_scratch_,
-              branch_.data(), trace);
+      if (layer.is_moe) {
+        if (request.experts == nullptr) fail(summary_.architecture, ": MoE forward without experts");
+        moe_route(backend, layer.moe, *request.experts, il, xn_.data(), n, moe_scratch_, trace);
+        prefetch_next_layer(backend, *request.experts, il, x, n);
+        moe_compute(backend, layer.moe, *request.experts, il, xn_.data(), n, n_embd,
+                    moe_scratch_, branch_.data(), trace);
+      } else {
+        glu_ffn(backend, layer.ffn, GluActivation::kSilu, il, xn_.data(), n, ffn_scratch_,
+                branch_.data(), trace);
+      }
       backend.add(x, branch_.data(), n * n_embd);
       trace("l_out", il, x, n_embd);
     }
@@ -97,7 +141,20 @@ class PreNormDecoder final : public LanguageModel {
   }
 
  private:
+  // While layer il's experts load and compute, guess layer il+1's from the hidden state it has
+  // now (ffn_inp of il under il+1's FFN norm) and start reading them.
+  void prefetch_next_layer(Backend& backend, experts::ExpertSource& source, int64_t il,
+                           const float* x, int64_t n) {
+    if (!source.wants_prefetch() || il + 1 >= hp_.n_layer) return;
+    const Layer& next = layers_[size_t(il + 1)];
+    if (!next.is_moe) return;
+    backend.rms_norm(x, next.ffn_norm.data(), spec_xn_.data(), n, hp_.n_embd, hp_.rms_eps);
+    moe_prefetch(backend, next.moe, source, il + 1, spec_xn_.data(), n, spec_scratch_);
+  }
+
   DecoderHParams hp_;
+  MoeHParams moe_hp_;
+  experts::ExpertLayout expert_layout_;
   ModelSummary summary_;
   AttentionShape shape_;
   AttentionLayerConfig config_;
@@ -110,8 +167,11 @@ class PreNormDecoder final : public LanguageModel {
   std::vector<float> x_;       // [n_batch, n_embd] the residual stream
   std::vector<float> xn_;      // [n_batch, n_embd] its normed copy
   std::vector<float> branch_;  // [n_batch, n_embd] attention or FFN output
+  std::vector<float> spec_xn_;  // [n_batch, n_embd] the hidden state normed for speculation
   AttentionScratch attn_scratch_;
   FfnScratch ffn_scratch_;
+  MoeScratch moe_scratch_;
+  MoeScratch spec_scratch_;
 };
 
 }  // namespace

@@ -1,0 +1,124 @@
+// The MoE block: route, acquire the chunk's experts, run each on its tokens, sum in order.
+#include "model/blocks/moe_ffn.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace sluice::model {
+namespace {
+
+using experts::ExpertPart;
+
+// The distinct experts among the first n_chosen choices, in order of first choice.
+void distinct_experts(const RouterScratch& r, int64_t n_chosen, std::vector<int32_t>& out) {
+  out.clear();
+  for (int64_t i = 0; i < n_chosen; ++i) {
+    const int32_t e = r.selected[size_t(i)];
+    if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
+  }
+}
+
+// Runs one expert's gated FFN on the tokens routed to it and files each output row under
+// (token, choice).
+void run_expert(Backend& backend, const MoeFfnWeights& w, const experts::ExpertWeights& ew,
+                int32_t expert, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s) {
+  const int64_t k = w.config.n_expert_used;
+  int64_t m = 0;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t c = 0; c < k; ++c) {
+      if (s.router.selected[size_t(t * k + c)] != expert) continue;
+      s.tokens[size_t(m)] = int32_t(t);
+      s.choice[size_t(m)] = int32_t(c);
+      std::memcpy(s.x_expert.data() + m * n_embd, x + t * n_embd, size_t(n_embd) * sizeof(float));
+      ++m;
+    }
+  }
+  backend.matmul(ew.part(ExpertPart::kGate), s.x_expert.data(), s.gate.data(), m);
+  backend.matmul(ew.part(ExpertPart::kUp), s.x_expert.data(), s.up.data(), m);
+  backend.glu(w.act, s.gate.data(), s.up.data(), m, w.n_ff);
+  backend.matmul(ew.part(ExpertPart::kDown), s.gate.data(), s.y_expert.data(), m);
+  for (int64_t i = 0; i < m; ++i) {
+    float* dst = s.outputs.data() + (int64_t(s.tokens[size_t(i)]) * k + s.choice[size_t(i)]) * n_embd;
+    std::memcpy(dst, s.y_expert.data() + i * n_embd, size_t(n_embd) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+MoeFfnWeights bind_moe_ffn(WeightBinder& binder, int64_t layer, int64_t n_embd, int64_t n_ff,
+                           const RouterConfig& config, experts::ExpertLayout& layout) {
+  MoeFfnWeights w;
+  w.config = config;
+  w.n_ff = n_ff;
+  const int64_t n_expert = config.n_expert;
+  w.router.gate = binder.matrix(layer_tensor(layer, "ffn_gate_inp.weight"), n_embd, n_expert);
+  w.router.selection_bias = binder.optional_vector(layer_tensor(layer, "exp_probs_b.bias"), n_expert)
+                                .value_or(std::vector<float>{});
+  experts::ExpertLayerLayout& l = layout.layers.at(size_t(layer));
+  l.n_expert = n_expert;
+  l.parts[size_t(ExpertPart::kGate)] =
+      binder.expert_matrices(layer_tensor(layer, "ffn_gate_exps.weight"), n_embd, n_ff, n_expert);
+  l.parts[size_t(ExpertPart::kUp)] =
+      binder.expert_matrices(layer_tensor(layer, "ffn_up_exps.weight"), n_embd, n_ff, n_expert);
+  l.parts[size_t(ExpertPart::kDown)] =
+      binder.expert_matrices(layer_tensor(layer, "ffn_down_exps.weight"), n_ff, n_embd, n_expert);
+  return w;
+}
+
+void MoeScratch::reserve(const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch) {
+  const int64_t k = w.config.n_expert_used;
+  router.reserve(w.config, n_batch);
+  x_expert.resize(size_t(n_batch * n_embd));
+  gate.resize(size_t(n_batch * w.n_ff));
+  up.resize(size_t(n_batch * w.n_ff));
+  y_expert.resize(size_t(n_batch * n_embd));
+  outputs.resize(size_t(n_batch * k * n_embd));
+  experts.reserve(size_t(n_batch * k));
+  tokens.resize(size_t(n_batch));
+  choice.resize(size_t(n_batch));
+}
+
+void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
+               int64_t layer, const float* x, int64_t n_tokens, MoeScratch& s,
+               const Trace& trace) {
+  route_tokens(backend, w.router, w.config, layer, x, n_tokens, s.router, trace);
+  distinct_experts(s.router, n_tokens * w.config.n_expert_used, s.experts);
+  source.acquire(layer, s.experts);
+  // Those already in memory first: they compute while the others load (no number changes).
+  std::partition(s.experts.begin(), s.experts.end(),
+                 [&](int32_t e) { return source.ready(layer, e); });
+}
+
+void moe_prefetch(Backend& backend, const MoeFfnWeights& next, experts::ExpertSource& source,
+                  int64_t next_layer, const float* x_normed, int64_t n_tokens, MoeScratch& s) {
+  route_tokens(backend, next.router, next.config, next_layer, x_normed, n_tokens, s.router, {});
+  distinct_experts(s.router, n_tokens * next.config.n_expert_used, s.experts);
+  source.prefetch(next_layer, s.experts);
+}
+
+void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
+                 int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
+                 float* out, const Trace& trace) {
+  const int64_t k = w.config.n_expert_used;
+  for (const int32_t expert : s.experts) {
+    run_expert(backend, w, source.wait(layer, expert), expert, x, n_tokens, n_embd, s);
+  }
+  source.release(layer);
+
+  // llama.cpp: each output times its weight, then summed choice 0, 1, 2 … in that order.
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* dst = out + t * n_embd;
+    for (int64_t c = 0; c < k; ++c) {
+      const float weight = s.router.weights[size_t(t * k + c)];
+      const float* y = s.outputs.data() + (t * k + c) * n_embd;
+      if (c == 0) {
+        for (int64_t i = 0; i < n_embd; ++i) dst[i] = y[i] * weight;
+      } else {
+        for (int64_t i = 0; i < n_embd; ++i) dst[i] += y[i] * weight;
+      }
+    }
+  }
+  trace("ffn_moe_out", layer, out, n_embd);
+}
+
+}  // namespace sluice::model

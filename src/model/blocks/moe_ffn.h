@@ -1,0 +1,63 @@
+// Mixture-of-Experts feed-forward block: the router picks n_expert_used experts per token; each
+// chosen expert runs its gated FFN on the tokens routed to it (layer-major: every expert the
+// chunk needs is acquired once, for all its tokens); the outputs are weighted and summed per
+// token in selection order — llama.cpp's order — so the result does not depend on where the
+// expert weights came from or when they arrived. Optional shared experts (a dense gated FFN
+// run on every token) are the caller's. Knows no architecture and no I/O.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "experts/expert_layout.h"
+#include "experts/expert_source.h"
+#include "model/blocks/router.h"
+#include "model/blocks/trace.h"
+#include "model/weights.h"
+
+namespace sluice::model {
+
+struct MoeFfnWeights {
+  RouterWeights router;
+  RouterConfig config;
+  int64_t n_ff = 0;  // per expert
+  GluActivation act = GluActivation::kSilu;
+};
+
+// Binds blk.<layer>.ffn_gate_inp.weight (+ optional exp_probs_b.bias) and the expert stacks
+// ffn_{gate,up,down}_exps.weight, recording the stacks' places in layout.layers[layer].
+MoeFfnWeights bind_moe_ffn(WeightBinder& binder, int64_t layer, int64_t n_embd, int64_t n_ff,
+                           const RouterConfig& config, experts::ExpertLayout& layout);
+
+struct MoeScratch {
+  RouterScratch router;
+  std::vector<float> x_expert;     // [n_batch, n_embd] inputs gathered for one expert
+  std::vector<float> gate, up;     // [n_batch, n_ff]
+  std::vector<float> y_expert;     // [n_batch, n_embd] one expert's outputs
+  std::vector<float> outputs;      // [n_batch, n_expert_used, n_embd] per token and choice
+  std::vector<int32_t> experts;    // [n_batch * n_expert_used] distinct chosen experts
+  std::vector<int32_t> tokens;     // [n_batch] tokens routed to one expert
+  std::vector<int32_t> choice;     // [n_batch] which of the token's choices that expert is
+  void reserve(const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch);
+};
+
+// The block in two halves, so a caller can start speculative reads for the next layer after
+// this layer's demand reads are queued and before its experts compute:
+// moe_route routes x [n_tokens, n_embd] and acquires the chosen experts (misses start loading);
+// moe_compute runs them, releases them and writes out [n_tokens, n_embd].
+void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
+               int64_t layer, const float* x, int64_t n_tokens, MoeScratch& scratch,
+               const Trace& trace);
+void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
+                 int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd,
+                 MoeScratch& scratch, float* out, const Trace& trace);
+
+// Speculation: routes x_normed [n_tokens, n_embd] (the current hidden state under the next
+// layer's FFN norm) with the next layer's router and asks the source to prefetch the union of
+// the choices. Uses its own scratch: the numbers of the real routing are untouched.
+void moe_prefetch(Backend& backend, const MoeFfnWeights& next, experts::ExpertSource& source,
+                  int64_t next_layer, const float* x_normed, int64_t n_tokens,
+                  MoeScratch& spec_scratch);
+
+}  // namespace sluice::model

@@ -1,0 +1,54 @@
+// Router of a Mixture-of-Experts layer: scores every expert for every token and picks the
+// n_expert_used it will run, with their weights — exactly as llama.cpp's build_moe_ffn does:
+// gate (softmax, sigmoid, or softmax over the chosen logits), an optional selection bias
+// (DeepSeek V3's exp_probs_b: it changes which experts win, not their weights), group-limited
+// selection, a descending sort of the scores (ties broken as std::sort breaks them there), then
+// optional normalisation and scaling of the weights. Knows no architecture.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/blocks/trace.h"
+
+namespace sluice::model {
+
+enum class ExpertGating : uint8_t {
+  kSoftmax,        // probabilities = softmax(logits); weights from them
+  kSigmoid,        // probabilities = sigmoid(logits)
+  kSoftmaxWeight,  // select on raw logits; weights = softmax of the chosen logits (gpt-oss)
+};
+
+struct RouterConfig {
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  ExpertGating gating = ExpertGating::kSoftmax;
+  bool norm_weights = false;   // divide the chosen weights by their sum
+  float weights_scale = 0.0f;  // 0 or 1: no scaling
+  int64_t n_group = 0;         // > 1: experts in n_group groups, only n_group_used groups eligible
+  int64_t n_group_used = 0;
+};
+
+struct RouterWeights {
+  MatrixView gate;                    // [n_embd, n_expert]
+  std::vector<float> gate_bias;       // [n_expert] added to the logits; empty when none
+  std::vector<float> selection_bias;  // [n_expert] exp_probs_b; empty when none
+};
+
+struct RouterScratch {
+  std::vector<float> probs;         // [n_batch, n_expert] logits, then probabilities
+  std::vector<float> selection;     // [n_expert] one token's selection scores
+  std::vector<int32_t> order;       // [n_expert] sort buffer
+  std::vector<float> group_scores;  // [n_group]
+  std::vector<int32_t> selected;    // [n_batch, n_expert_used] expert ids, best first
+  std::vector<float> weights;       // [n_batch, n_expert_used]
+  void reserve(const RouterConfig& config, int64_t n_batch);
+};
+
+// Routes x [n_tokens, n_embd]: fills scratch.selected and scratch.weights.
+void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& config,
+                  int64_t layer, const float* x, int64_t n_tokens, RouterScratch& scratch,
+                  const Trace& trace);
+
+}  // namespace sluice::model
