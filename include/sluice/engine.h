@@ -21,6 +21,31 @@ namespace sluice {
 struct ModelOptions {
   int n_threads = 0;            // 0: one per physical core the process may use
   std::string backend = "cpu";  // "cpu" (later "cuda")
+
+  // Where the routed experts of a Mixture-of-Experts model live (dense models ignore these).
+  uint64_t ram_budget = 0;         // bytes; 0: available memory minus max(10%, 2 GiB)
+  bool stream_experts = false;     // stream from disk even when everything fits
+  int64_t expert_cache_slots = 0;  // 0: as many as the budget holds
+  std::string io_engine = "auto";  // "auto", "io_uring" or "pread"
+  int io_queue_depth = 32;         // reads in flight at once
+  bool direct_io = true;           // O_DIRECT (buffered where the file system refuses it)
+  bool prefetch_experts = true;    // speculative reads of the next layer's likely experts
+};
+
+// What the expert path did since the model was loaded (MoE models only).
+struct ExpertTelemetry {
+  bool streaming = false;
+  std::string io_engine;  // "io_uring" / "pread" when streaming
+  bool direct_io = false;
+  int64_t slots = 0;
+  uint64_t slot_bytes = 0;
+  uint64_t steps = 0;  // forward calls (decode tokens and prefill chunks)
+  uint64_t hits = 0, misses = 0, evictions = 0;
+  uint64_t experts_read = 0, bytes_read = 0;
+  uint64_t speculative_reads = 0, speculative_used = 0, speculative_wasted = 0;
+  double io_wait_seconds = 0;  // the forward waiting on reads
+  double read_seconds = 0;     // time with reads in flight
+  std::vector<uint64_t> layer_hits, layer_misses;  // [n_layer]
 };
 
 struct ModelInfo {
@@ -45,6 +70,10 @@ class Model {
   virtual const TextTokenizer& tokenizer() const = 0;
   // The model's Jinja chat template ("" when it has none) and BOS/EOS texts for rendering.
   virtual const std::string& chat_template() const = 0;
+  // The placement decision, one reason per line (`--explain`); empty for dense models.
+  virtual std::vector<std::string> placement_explanation() const = 0;
+  // Counters of the expert path; streaming false and zeros for dense models.
+  virtual ExpertTelemetry expert_telemetry() const = 0;
 };
 
 enum class KvType { kF16, kF32 };

@@ -130,7 +130,7 @@ std::string report(const BenchArgs& args, const ModelInfo& info, const Series& p
 }
 
 int run_bench(const BenchArgs& args) {
-  std::shared_ptr<Model> model = Model::load(args.model, model_options(args.engine));
+  std::shared_ptr<Model> model = load_model(args.model, args.engine);
   const ModelInfo& info = model->info();
   SessionOptions options = session_options(args.engine);
   options.n_batch = std::max<int64_t>(args.n_prompt, 1);  // the prompt goes in as one chunk
@@ -168,6 +168,7 @@ int run_bench(const BenchArgs& args) {
   if (tg.rates.empty()) tg.rates.push_back(0);
   const std::string out = report(args, info, pp, tg);
   std::fwrite(out.data(), 1, out.size(), stdout);
+  write_expert_telemetry_json(*model, args.engine);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 

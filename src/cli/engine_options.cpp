@@ -3,6 +3,12 @@
 // (exit 2); what only the engine can judge (a backend not built in) is its error.
 #include "cli/engine_options.h"
 
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "sluice/error.h"
+
 namespace sluice::cli {
 
 CLI::Validator at_least(double min) {
@@ -30,13 +36,111 @@ void add_engine_options(CLI::App& app, EngineArgs& args) {
   app.add_option("--backend", args.backend, "Where the model runs")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  app.add_option("--ram-budget", args.ram_budget,
+                 "RAM the model may use, e.g. 16G (default: available minus max(10%, 2 GiB))");
+  app.add_flag("--stream-experts", args.stream_experts,
+               "Stream routed experts from disk even when the model fits");
+  app.add_option("--expert-cache", args.expert_cache,
+                 "Expert cache slots (default: as many as the budget holds)")
+      ->check(at_least(0));
+  app.add_option("--io-engine", args.io_engine, "How streamed experts are read")
+      ->check(CLI::IsMember({"auto", "io_uring", "pread"}))
+      ->capture_default_str();
+  app.add_option("--queue-depth", args.queue_depth, "Expert reads in flight at once")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_flag("--buffered-io", args.buffered_io, "Read experts through the page cache, not O_DIRECT");
+  app.add_flag("--no-prefetch", args.no_prefetch, "No speculative reads of the next layer's experts");
+  app.add_flag("--explain", args.explain, "Print where the model's bytes go, and why");
+  app.add_option("--stats-json", args.stats_json, "Write the expert path's counters to this file");
+}
+
+uint64_t parse_byte_size(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  for (char& c : unit) c = char(std::tolower(static_cast<unsigned char>(c)));
+  double scale = 0;
+  if (unit.empty() || unit == "b") scale = 1;
+  if (unit == "k" || unit == "kb" || unit == "kib") scale = 1024.0;
+  if (unit == "m" || unit == "mb" || unit == "mib") scale = 1024.0 * 1024;
+  if (unit == "g" || unit == "gb" || unit == "gib") scale = 1024.0 * 1024 * 1024;
+  if (unit == "t" || unit == "tb" || unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
+  if (used == 0 || scale == 0 || !(value > 0) || !std::isfinite(value * scale)) {
+    throw Error("--ram-budget: '" + text + "' is not a size (examples: 16G, 512MiB, 1073741824)");
+  }
+  return uint64_t(value * scale);
 }
 
 ModelOptions model_options(const EngineArgs& args) {
   ModelOptions options;
   options.n_threads = args.threads;
   options.backend = args.backend;
+  if (!args.ram_budget.empty()) options.ram_budget = parse_byte_size(args.ram_budget);
+  options.stream_experts = args.stream_experts;
+  options.expert_cache_slots = args.expert_cache;
+  options.io_engine = args.io_engine;
+  options.io_queue_depth = args.queue_depth;
+  options.direct_io = !args.buffered_io;
+  options.prefetch_experts = !args.no_prefetch;
   return options;
+}
+
+std::shared_ptr<Model> load_model(const std::string& path, const EngineArgs& args) {
+  std::shared_ptr<Model> model = Model::load(path, model_options(args));
+  if (args.explain) {
+    const std::vector<std::string> lines = model->placement_explanation();
+    if (lines.empty()) std::fputs("placement: dense model, every weight resident (mapped)\n", stderr);
+    for (const std::string& line : lines) std::fprintf(stderr, "placement: %s\n", line.c_str());
+  }
+  return model;
+}
+
+std::string format_expert_telemetry(const ExpertTelemetry& t) {
+  const uint64_t acquired = t.hits + t.misses;
+  char text[640];
+  std::snprintf(text, sizeof text,
+                "experts:     %s, %llu acquired, hit rate %.1f%%, %llu read (%.1f MiB, %.1f MiB per step)\n"
+                "expert I/O:  %.3f s waited, %.2f GB/s while reading, %llu evictions\n"
+                "speculation: %llu reads, %llu used, %llu wasted\n",
+                t.streaming ? "streamed" : "resident", static_cast<unsigned long long>(acquired),
+                acquired ? 100.0 * double(t.hits) / double(acquired) : 100.0,
+                static_cast<unsigned long long>(t.experts_read), double(t.bytes_read) / 1048576.0,
+                t.steps ? double(t.bytes_read) / 1048576.0 / double(t.steps) : 0.0, t.io_wait_seconds,
+                t.read_seconds > 0 ? double(t.bytes_read) / t.read_seconds * 1e-9 : 0.0,
+                static_cast<unsigned long long>(t.evictions),
+                static_cast<unsigned long long>(t.speculative_reads),
+                static_cast<unsigned long long>(t.speculative_used),
+                static_cast<unsigned long long>(t.speculative_wasted));
+  return text;
+}
+
+void write_expert_telemetry_json(const Model& model, const EngineArgs& args) {
+  if (args.stats_json.empty()) return;
+  const ExpertTelemetry t = model.expert_telemetry();
+  const nlohmann::json json = {
+      {"streaming", t.streaming}, {"io_engine", t.io_engine}, {"direct_io", t.direct_io},
+      {"slots", t.slots}, {"slot_bytes", t.slot_bytes}, {"steps", t.steps}, {"hits", t.hits},
+      {"misses", t.misses}, {"evictions", t.evictions}, {"experts_read", t.experts_read},
+      {"bytes_read", t.bytes_read}, {"speculative_reads", t.speculative_reads},
+      {"speculative_used", t.speculative_used}, {"speculative_wasted", t.speculative_wasted},
+      {"io_wait_seconds", t.io_wait_seconds}, {"read_seconds", t.read_seconds},
+      {"layer_hits", t.layer_hits}, {"layer_misses", t.layer_misses}};
+  // Written beside the target and renamed over it: never a partial file.
+  const std::string temporary = args.stats_json + ".tmp";
+  FILE* out = std::fopen(temporary.c_str(), "w");
+  if (out == nullptr) throw Error("--stats-json: cannot write '" + args.stats_json + "'");
+  const std::string text = json.dump(1) + "\n";
+  const bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  if (std::fclose(out) != 0 || !ok || std::rename(temporary.c_str(), args.stats_json.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw Error("--stats-json: cannot write '" + args.stats_json + "'");
+  }
 }
 
 SessionOptions session_options(const EngineArgs& args) {

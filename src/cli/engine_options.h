@@ -16,6 +16,16 @@ struct EngineArgs {
   int64_t ctx = 4096;
   std::string kv = "f16";
   std::string backend = "cpu";
+  // Placement of a MoE model's routed experts.
+  std::string ram_budget;  // "24G", "512MiB", bytes; empty: the default
+  bool stream_experts = false;
+  int64_t expert_cache = 0;
+  std::string io_engine = "auto";
+  int queue_depth = 32;
+  bool buffered_io = false;
+  bool no_prefetch = false;
+  bool explain = false;
+  std::string stats_json;  // write the expert telemetry here at exit
 };
 
 // A CLI11 check that a number is at least `min`, with a short message (CLI11's own ranges
@@ -25,5 +35,13 @@ CLI::Validator at_least(double min);
 void add_engine_options(CLI::App& app, EngineArgs& args);
 ModelOptions model_options(const EngineArgs& args);
 SessionOptions session_options(const EngineArgs& args);
+
+// Model::load with these options; prints the placement plan to stderr under --explain.
+std::shared_ptr<Model> load_model(const std::string& path, const EngineArgs& args);
+// "1.5G", "512MiB", "4096" → bytes; a sluice::Error naming the text otherwise.
+uint64_t parse_byte_size(const std::string& text);
+// The expert path's counters as text (for --stats) and, under --stats-json, into that file.
+std::string format_expert_telemetry(const ExpertTelemetry& telemetry);
+void write_expert_telemetry_json(const Model& model, const EngineArgs& args);
 
 }  // namespace sluice::cli

@@ -78,7 +78,7 @@ std::string join_ids(const std::vector<int32_t>& ids) {
 int run_eval(const EvalArgs& args) {
   std::string problem;
   const std::vector<int32_t> ids = parse_token_list(args.tokens, problem);
-  std::shared_ptr<Model> model = Model::load(args.model, model_options(args.engine));
+  std::shared_ptr<Model> model = load_model(args.model, args.engine);
   const int64_t n_vocab = model->info().n_vocab;
   for (int32_t id : ids) {
     if (id >= n_vocab) {
@@ -116,6 +116,7 @@ int run_eval(const EvalArgs& args) {
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   finish_stdout();
+  write_expert_telemetry_json(*model, args.engine);
   return 0;
 }
 

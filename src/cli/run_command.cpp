@@ -83,7 +83,7 @@ int answer_once(Session& session, Conversation& conversation, const AnswerSettin
 }
 
 int run_model(const RunArgs& args) {
-  std::shared_ptr<Model> model = Model::load(args.model, model_options(args.engine));
+  std::shared_ptr<Model> model = load_model(args.model, args.engine);
   Conversation conversation(*model, args.system, !args.no_template);
   if (!args.no_template && !conversation.templated()) {
     std::fprintf(stderr,
@@ -98,8 +98,13 @@ int run_model(const RunArgs& args) {
   settings.max_tokens = args.max_tokens;
   settings.print_stats = args.stats;
   install_interrupt_handler();
-  if (args.prompt) return answer_once(session, conversation, settings, *args.prompt);
-  return run_chat(session, conversation, settings);
+  const int code = args.prompt ? answer_once(session, conversation, settings, *args.prompt)
+                               : run_chat(session, conversation, settings);
+  if (args.stats && !model->placement_explanation().empty()) {
+    std::fputs(format_expert_telemetry(model->expert_telemetry()).c_str(), stderr);
+  }
+  write_expert_telemetry_json(*model, args.engine);
+  return code;
 }
 
 }  // namespace

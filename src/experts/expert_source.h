@@ -6,6 +6,7 @@
 // they arrive in. Knows no architecture.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -31,6 +32,9 @@ class ExpertSource {
   // A guess that these experts of `layer` are needed soon: a source with a cache may start
   // reading them, below any demand read. Never required for correctness.
   virtual void prefetch(int64_t layer, std::span<const int32_t> ids) = 0;
+  // The most experts one acquire may pin (the cache's slots); a layer needing more acquires,
+  // computes and releases them in windows of this size.
+  virtual size_t max_acquire() const { return SIZE_MAX; }
   // Whether prefetch hints are worth computing (a cache that reads from disk).
   virtual bool wants_prefetch() const { return false; }
   // Marks the end of one forward step (a decode token or a prefill chunk) for telemetry.

@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "core/error.h"
+#include "experts/expert_cache.h"
+#include "experts/planner.h"
 #include "experts/resident_experts.h"
 #include "format/model_file_open.h"
 #include "model/registry.h"
@@ -50,10 +52,75 @@ LoadedModel::LoadedModel(const std::string& path, const ModelOptions& options)
   info_.n_layer = summary.n_layer;
   info_.n_embd = summary.n_embd;
   for (const TensorInfo& tensor : file_.tensors()) info_.weight_bytes += tensor.n_bytes;
-  const experts::ExpertLayout& layout = language_model_->expert_layout();
-  if (!layout.empty()) experts_ = std::make_unique<experts::ResidentExperts>(layout);
+  place_experts(options);
   pool_ = std::make_unique<ThreadPool>(options.n_threads > 0 ? options.n_threads
                                                              : default_thread_count());
+}
+
+// Resident or streamed routed experts, as the planner decides under the RAM budget. The KV
+// reserve assumes one session of min(4096, n_ctx_train) tokens in F16.
+void LoadedModel::place_experts(const ModelOptions& options) {
+  const experts::ExpertLayout& layout = language_model_->expert_layout();
+  if (layout.empty()) return;
+  experts::PlacementRequest request;
+  request.weight_bytes = info_.weight_bytes;
+  const int64_t n_ctx = std::min<int64_t>(4096, info_.n_ctx_train);
+  for (const model::KvLayerSpec& spec : language_model_->kv_layout()) {
+    request.kv_bytes += uint64_t(n_ctx * spec.n_head_kv * (spec.head_dim_k + spec.head_dim_v) * 2);
+  }
+  request.scratch_bytes = uint64_t(512 * info_.n_embd * 4 * 16 + info_.n_vocab * 4 * 512);
+  request.ram_budget = options.ram_budget;
+  request.force_stream = options.stream_experts;
+  request.n_slots = options.expert_cache_slots;
+  const experts::Placement plan = experts::plan_placement(layout, request);
+  placement_ = plan.reasons;
+  if (!plan.stream) {
+    experts_ = std::make_unique<experts::ResidentExperts>(layout);
+    return;
+  }
+  experts::ExpertCacheOptions cache;
+  cache.n_slots = plan.n_slots;
+  cache.io_engine = parse_io_engine_kind(options.io_engine.c_str());
+  cache.queue_depth = options.io_queue_depth;
+  cache.direct_io = options.direct_io;
+  cache.prefetch = options.prefetch_experts;
+  auto streamed = std::make_unique<experts::ExpertCache>(layout, cache);
+  placement_.push_back(std::string("reads: ") + streamed->io_engine_name() + ", queue depth " +
+                       std::to_string(cache.queue_depth) +
+                       (streamed->direct_io() ? ", O_DIRECT" : ", buffered") +
+                       (cache.prefetch ? ", prefetch on" : ", prefetch off"));
+  experts_ = std::move(streamed);
+}
+
+ExpertTelemetry LoadedModel::expert_telemetry() const {
+  ExpertTelemetry t;
+  if (!experts_) return t;
+  const experts::ExpertStats& stats = experts_->stats();
+  experts::ExpertCounters c = stats.total;
+  c.add(stats.last_step);
+  if (const auto* cache = dynamic_cast<const experts::ExpertCache*>(experts_.get())) {
+    t.streaming = true;
+    t.io_engine = cache->io_engine_name();
+    t.direct_io = cache->direct_io();
+  }
+  t.slots = int64_t(stats.slots);
+  t.slot_bytes = stats.slot_bytes;
+  t.steps = stats.steps;
+  t.hits = c.hits;
+  t.misses = c.misses;
+  t.evictions = c.evictions;
+  t.experts_read = c.experts_read;
+  t.bytes_read = c.bytes_read;
+  t.speculative_reads = c.speculative_reads;
+  t.speculative_used = c.speculative_used;
+  t.speculative_wasted = c.speculative_wasted;
+  t.io_wait_seconds = double(c.io_wait_ns) * 1e-9;
+  t.read_seconds = double(c.read_ns) * 1e-9;
+  for (const experts::ExpertCounters& layer : stats.per_layer) {
+    t.layer_hits.push_back(layer.hits);
+    t.layer_misses.push_back(layer.misses);
+  }
+  return t;
 }
 
 std::shared_ptr<Model> Model::load(const std::string& path, const ModelOptions& options) {

@@ -23,6 +23,8 @@ class LoadedModel final : public Model {
   const ModelInfo& info() const override { return info_; }
   const TextTokenizer& tokenizer() const override { return tokenizer_; }
   const std::string& chat_template() const override { return tokenizer_.chat_template(); }
+  std::vector<std::string> placement_explanation() const override { return placement_; }
+  ExpertTelemetry expert_telemetry() const override;
 
   model::LanguageModel& language_model() { return *language_model_; }
   ThreadPool& pool() { return *pool_; }
@@ -31,12 +33,15 @@ class LoadedModel final : public Model {
   std::mutex& forward_mutex() { return forward_mutex_; }
 
  private:
+  void place_experts(const ModelOptions& options);
+
   ModelFile file_;
   std::unique_ptr<model::LanguageModel> language_model_;
   TextTokenizer tokenizer_;
   ModelInfo info_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<experts::ExpertSource> experts_;
+  std::vector<std::string> placement_;
   std::mutex forward_mutex_;
 };
 

@@ -18,6 +18,13 @@ void distinct_experts(const RouterScratch& r, int64_t n_chosen, std::vector<int3
   }
 }
 
+// Pins experts[0..n) and puts those already in memory first: they compute while the others
+// load. The order changes no numbers.
+void acquire_window(experts::ExpertSource& source, int64_t layer, int32_t* experts, size_t n) {
+  source.acquire(layer, {experts, n});
+  std::partition(experts, experts + n, [&](int32_t e) { return source.ready(layer, e); });
+}
+
 // Runs one expert's gated FFN on the tokens routed to it and files each output row under
 // (token, choice).
 void run_expert(Backend& backend, const MoeFfnWeights& w, const experts::ExpertWeights& ew,
@@ -83,10 +90,8 @@ void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& 
                const Trace& trace) {
   route_tokens(backend, w.router, w.config, layer, x, n_tokens, s.router, trace);
   distinct_experts(s.router, n_tokens * w.config.n_expert_used, s.experts);
-  source.acquire(layer, s.experts);
-  // Those already in memory first: they compute while the others load (no number changes).
-  std::partition(s.experts.begin(), s.experts.end(),
-                 [&](int32_t e) { return source.ready(layer, e); });
+  s.window = std::min(s.experts.size(), source.max_acquire());
+  acquire_window(source, layer, s.experts.data(), s.window);
 }
 
 void moe_prefetch(Backend& backend, const MoeFfnWeights& next, experts::ExpertSource& source,
@@ -100,10 +105,20 @@ void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource
                  int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
                  float* out, const Trace& trace) {
   const int64_t k = w.config.n_expert_used;
-  for (const int32_t expert : s.experts) {
-    run_expert(backend, w, source.wait(layer, expert), expert, x, n_tokens, n_embd, s);
+  // More experts than the source can pin at once (a long prefill chunk through a small cache):
+  // windows of them, each acquired, computed and released in turn.
+  for (size_t begin = 0; begin < s.experts.size();) {
+    if (begin > 0) {
+      s.window = std::min(s.experts.size() - begin, source.max_acquire());
+      acquire_window(source, layer, s.experts.data() + begin, s.window);
+    }
+    for (size_t i = begin; i < begin + s.window; ++i) {
+      const int32_t expert = s.experts[i];
+      run_expert(backend, w, source.wait(layer, expert), expert, x, n_tokens, n_embd, s);
+    }
+    source.release(layer);
+    begin += s.window;
   }
-  source.release(layer);
 
   // llama.cpp: each output times its weight, then summed choice 0, 1, 2 … in that order.
   for (int64_t t = 0; t < n_tokens; ++t) {

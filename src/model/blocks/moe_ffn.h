@@ -37,6 +37,7 @@ struct MoeScratch {
   std::vector<float> y_expert;     // [n_batch, n_embd] one expert's outputs
   std::vector<float> outputs;      // [n_batch, n_expert_used, n_embd] per token and choice
   std::vector<int32_t> experts;    // [n_batch * n_expert_used] distinct chosen experts
+  size_t window = 0;               // how many of them the current acquire pinned
   std::vector<int32_t> tokens;     // [n_batch] tokens routed to one expert
   std::vector<int32_t> choice;     // [n_batch] which of the token's choices that expert is
   void reserve(const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch);

@@ -1,0 +1,356 @@
+// ExpertCache: slots, the (layer, expert) table, reads and eviction.
+#include "experts/expert_cache.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace sluice::experts {
+namespace {
+
+constexpr uint64_t kAlign = 4096;
+uint64_t align_down(uint64_t v) { return v / kAlign * kAlign; }
+uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+// One aligned read of an expert: bytes [begin, end) of a file land at `slot_pos` in the slot.
+struct Extent {
+  uint32_t file_index = 0;
+  uint64_t begin = 0, end = 0;
+  uint64_t slot_pos = 0;
+};
+
+// The extents of one expert: each part's aligned enclosing range, merged where they touch (the
+// expert-major layout makes them one), and where each part then sits inside the slot.
+size_t plan_extents(const ExpertLayerLayout& layer, int32_t expert, std::array<Extent, kExpertParts>& out,
+                    std::array<uint64_t, kExpertParts>& part_offset) {
+  std::array<size_t, kExpertParts> order{};
+  size_t n_parts = 0;
+  for (size_t p = 0; p < kExpertParts; ++p) {
+    if (layer.parts[p].present()) order[n_parts++] = p;
+  }
+  const auto before = [&](size_t a, size_t b) {
+    const ExpertTensor &x = layer.parts[a], &y = layer.parts[b];
+    return x.file_index != y.file_index ? x.file_index < y.file_index
+                                        : x.offset_of(expert) < y.offset_of(expert);
+  };
+  for (size_t i = 1; i < n_parts; ++i) {  // insertion sort of at most four parts
+    for (size_t j = i; j > 0 && before(order[j], order[j - 1]); --j) std::swap(order[j], order[j - 1]);
+  }
+  size_t n = 0;
+  uint64_t pos = 0;
+  for (size_t i = 0; i < n_parts; ++i) {
+    const ExpertTensor& part = layer.parts[order[i]];
+    const uint64_t offset = part.offset_of(expert);
+    const uint64_t begin = align_down(offset), end = align_up(offset + part.expert_bytes);
+    if (n > 0 && out[n - 1].file_index == part.file_index && begin <= out[n - 1].end) {
+      Extent& last = out[n - 1];
+      const uint64_t grown = std::max(last.end, end);
+      pos += grown - last.end;
+      last.end = grown;
+    } else {
+      out[n++] = Extent{part.file_index, begin, end, pos};
+      pos += end - begin;
+    }
+    part_offset[order[i]] = out[n - 1].slot_pos + (offset - out[n - 1].begin);
+  }
+  return n;
+}
+
+uint64_t make_tag(int32_t slot, uint32_t generation, size_t extent) {
+  return (uint64_t(uint32_t(slot)) << 32) | (uint64_t(generation & 0xFFFFFF) << 8) | extent;
+}
+
+}  // namespace
+
+uint64_t expert_slot_bytes(const ExpertLayout& layout) {
+  uint64_t bytes = 0;
+  for (const ExpertLayerLayout& layer : layout.layers) {
+    uint64_t sum = 0;
+    for (const ExpertTensor& part : layer.parts) {
+      if (part.present()) sum += align_up(part.expert_bytes) + kAlign;
+    }
+    bytes = std::max(bytes, sum);
+  }
+  return bytes;
+}
+
+ExpertCache::ExpertCache(const ExpertLayout& layout, const ExpertCacheOptions& options)
+    : layout_(layout), options_(options) {
+  if (options.n_slots < layout.n_expert_used) {
+    fail("expert cache: ", options.n_slots, " slots is below the floor of ", layout.n_expert_used,
+         " (the experts one token uses in a layer)");
+  }
+  io_ = make_io_engine(options.io_engine, options.queue_depth);
+  direct_ = options.direct_io;
+  for (const std::shared_ptr<File>& file : layout.files) {
+    if (direct_) {
+      try {
+        files_.push_back(File::open(file->path(), {.direct = true}));
+        continue;
+      } catch (const Error&) {
+        direct_ = false;  // e.g. tmpfs: O_DIRECT refused; buffered reads give the same bytes
+        files_.clear();
+        for (const std::shared_ptr<File>& f : layout.files) files_.push_back(File::open(f->path()));
+        break;
+      }
+    }
+    files_.push_back(File::open(file->path()));
+  }
+  slot_bytes_ = expert_slot_bytes(layout);
+  const uint64_t arena_bytes = slot_bytes_ * uint64_t(options.n_slots);
+  arena_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, arena_bytes));
+  if (arena_ == nullptr) fail("expert cache: cannot allocate ", arena_bytes, " bytes of slots");
+  slots_.resize(size_t(options.n_slots));
+  for (const ExpertLayerLayout& l : layout.layers) n_expert_max_ = std::max(n_expert_max_, l.n_expert);
+  table_.assign(layout.layers.size() * size_t(n_expert_max_), -1);
+  pinned_.reserve(size_t(options.n_slots));
+  completions_.resize(size_t(std::max(options.queue_depth, 1)) * kExpertParts);
+  stats_.per_layer.resize(layout.layers.size());
+  stats_.slots = uint64_t(options.n_slots);
+  stats_.slot_bytes = slot_bytes_;
+}
+
+ExpertCache::~ExpertCache() {
+  io_.reset();  // waits for reads in flight: they write into the arena
+  std::free(arena_);
+}
+
+int32_t& ExpertCache::slot_of(int64_t layer, int32_t expert) {
+  return table_[size_t(layer * n_expert_max_ + expert)];
+}
+
+int32_t ExpertCache::find_victim(bool for_demand) {
+  const uint64_t bonus = uint64_t(std::max<int64_t>(layout_.n_moe_layers(), 1));
+  int32_t best = -1;
+  uint64_t best_score = UINT64_MAX;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& slot = slots_[i];
+    if (slot.state == SlotState::kEmpty) return int32_t(i);
+    if (slot.pins > 0 || slot.state == SlotState::kLoading) continue;
+    // A queued guess is the cheapest victim for a need (nothing was read for it yet); another
+    // guess never displaces one.
+    if (slot.state == SlotState::kQueued) {
+      if (for_demand) return int32_t(i);
+      continue;
+    }
+    uint64_t score = slot.last_use;
+    if (options_.policy == EvictionPolicy::kLruFrequency) score += std::min<uint32_t>(slot.uses, 4) * bonus;
+    if (score < best_score) {
+      best_score = score;
+      best = int32_t(i);
+    }
+  }
+  return best;
+}
+
+void ExpertCache::forget(int32_t s) {
+  Slot& slot = slots_[size_t(s)];
+  if (slot.layer >= 0) {
+    slot_of(slot.layer, slot.expert) = -1;
+    if (slot.speculative && slot.state != SlotState::kQueued) ++stats_.last_step.speculative_wasted;
+    if (slot.state == SlotState::kReady) {
+      ++stats_.last_step.evictions;
+      ++stats_.per_layer[size_t(slot.layer)].evictions;
+    }
+  }
+  slot = Slot{.generation = slot.generation + 1};
+}
+
+void ExpertCache::note_io_busy() {
+  if (busy_since_ns_ == 0 && io_->pending() > 0) busy_since_ns_ = now_ns();
+}
+
+void ExpertCache::assign(int32_t s, int64_t layer, int32_t expert, bool speculative) {
+  if (slots_[size_t(s)].state == SlotState::kQueued) std::erase(spec_queue_, s);
+  forget(s);
+  Slot& slot = slots_[size_t(s)];
+  slot.layer = layer;
+  slot.expert = expert;
+  slot.speculative = speculative;
+  slot.state = SlotState::kQueued;
+  slot_of(layer, expert) = s;
+}
+
+void ExpertCache::submit_reads(int32_t s, IoPriority priority) {
+  Slot& slot = slots_[size_t(s)];
+  std::array<Extent, kExpertParts> extents;
+  const size_t n = plan_extents(layout_.layers[size_t(slot.layer)], slot.expert, extents, slot.part_offset);
+  slot.state = SlotState::kLoading;
+  slot.reads_left = int32_t(n);
+  ++stats_.last_step.experts_read;
+  ++stats_.per_layer[size_t(slot.layer)].experts_read;
+  if (slot.speculative) ++stats_.last_step.speculative_reads;
+  uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+  for (size_t i = 0; i < n; ++i) {
+    const Extent& e = extents[i];
+    File& file = files_[e.file_index];
+    ReadRequest request;
+    request.fd = file.fd();
+    request.offset = e.begin;
+    request.length = std::min(e.end, file.size()) - e.begin;
+    // O_DIRECT reads whole blocks; a file's last extent rarely ends on one, so it goes through
+    // the mapped file's buffered descriptor instead.
+    if (direct_ && request.length % kAlign != 0) request.fd = layout_.files[e.file_index]->fd();
+    request.dest = base + e.slot_pos;
+    request.tag = make_tag(s, slot.generation, i);
+    request.priority = priority;
+    io_->submit(request);
+  }
+  note_io_busy();
+}
+
+// Starts queued guesses while the engine has free places.
+void ExpertCache::pump_speculation() {
+  size_t taken = 0;
+  while (taken < spec_queue_.size() && io_->pending() < size_t(options_.queue_depth)) {
+    submit_reads(spec_queue_[taken++], IoPriority::kSpeculative);
+  }
+  spec_queue_.erase(spec_queue_.begin(), spec_queue_.begin() + std::ptrdiff_t(taken));
+}
+
+void ExpertCache::reap(size_t min_count) {
+  const size_t n = io_->reap(completions_, min_count);
+  for (size_t i = 0; i < n; ++i) {
+    const ReadCompletion& done = completions_[i];
+    Slot& slot = slots_[size_t(done.tag >> 32)];
+    if (((done.tag >> 8) & 0xFFFFFF) != (slot.generation & 0xFFFFFF)) continue;
+    if (done.error != 0 && slot.error == 0) slot.error = done.error;
+    if (--slot.reads_left > 0) continue;
+    slot.state = SlotState::kReady;
+    if (slot.error == 0) {
+      const uint64_t bytes = layout_.layers[size_t(slot.layer)].expert_bytes();
+      stats_.last_step.bytes_read += bytes;
+      stats_.per_layer[size_t(slot.layer)].bytes_read += bytes;
+    }
+  }
+  if (busy_since_ns_ != 0 && io_->pending() == 0) {
+    stats_.last_step.read_ns += now_ns() - busy_since_ns_;
+    busy_since_ns_ = 0;
+  }
+  pump_speculation();
+}
+
+void ExpertCache::acquire(int64_t layer, std::span<const int32_t> ids) {
+  ++tick_;
+  ExpertCounters& layer_counters = stats_.per_layer[size_t(layer)];
+  for (const int32_t id : ids) {
+    int32_t s = slot_of(layer, id);
+    if (s >= 0) {
+      Slot& slot = slots_[size_t(s)];
+      ++stats_.last_step.hits;
+      ++layer_counters.hits;
+      if (slot.speculative) {
+        slot.speculative = false;
+        ++stats_.last_step.speculative_used;
+        if (slot.state == SlotState::kQueued) {  // a guess not started yet: start it as a need
+          std::erase(spec_queue_, s);
+          submit_reads(s, IoPriority::kDemand);
+        }
+      }
+    } else {
+      s = find_victim(true);
+      while (s < 0) {
+        if (io_->pending() == 0) {
+          fail("expert cache: all ", slots_.size(), " slots are pinned (layer ", layer,
+               " needs more at once)");
+        }
+        reap(1);
+        s = find_victim(true);
+      }
+      assign(s, layer, id, /*speculative=*/false);
+      submit_reads(s, IoPriority::kDemand);
+      ++stats_.last_step.misses;
+      ++layer_counters.misses;
+    }
+    Slot& slot = slots_[size_t(s)];
+    ++slot.pins;
+    ++slot.uses;
+    slot.last_use = tick_;
+    pinned_.push_back(s);
+  }
+}
+
+bool ExpertCache::ready(int64_t layer, int32_t id) {
+  const int32_t s = slot_of(layer, id);
+  if (s < 0) return false;
+  if (slots_[size_t(s)].state == SlotState::kLoading && io_->pending() > 0) reap(0);
+  return slots_[size_t(s)].state == SlotState::kReady;
+}
+
+ExpertWeights ExpertCache::wait(int64_t layer, int32_t id) {
+  const int32_t s = slot_of(layer, id);
+  if (s < 0) fail("expert cache: expert ", id, " of layer ", layer, " was not acquired");
+  Slot& slot = slots_[size_t(s)];
+  if (slot.state == SlotState::kLoading) {
+    const uint64_t start = now_ns();
+    while (slot.state == SlotState::kLoading) reap(1);
+    const uint64_t waited = now_ns() - start;
+    stats_.last_step.io_wait_ns += waited;
+    stats_.per_layer[size_t(layer)].io_wait_ns += waited;
+  }
+  if (slot.error != 0) {
+    const int error = slot.error;
+    const ExpertTensor& first = layout_.layers[size_t(layer)].parts[0];
+    forget(s);  // a later acquire reads it again
+    fail("reading expert ", id, " of layer ", layer, " (", first.name, ") from ",
+         layout_.files[first.file_index]->path(), ": ", std::strerror(error));
+  }
+  const ExpertLayerLayout& l = layout_.layers[size_t(layer)];
+  const uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+  ExpertWeights weights;
+  for (size_t p = 0; p < kExpertParts; ++p) {
+    const ExpertTensor& part = l.parts[p];
+    if (part.present()) weights.parts[p] = MatrixView{part.type, base + slot.part_offset[p], part.n_cols, part.n_rows};
+  }
+  return weights;
+}
+
+void ExpertCache::release(int64_t) {
+  for (const int32_t s : pinned_) --slots_[size_t(s)].pins;
+  pinned_.clear();
+}
+
+// Guesses for other layers that have not started are dropped: their layer has been acquired
+// (what it needed is known) or a newer guess replaces them.
+void ExpertCache::drop_stale_speculation(int64_t layer) {
+  size_t kept = 0;
+  for (const int32_t s : spec_queue_) {
+    if (slots_[size_t(s)].layer == layer) {
+      spec_queue_[kept++] = s;
+    } else {
+      forget(s);
+    }
+  }
+  spec_queue_.resize(kept);
+}
+
+void ExpertCache::prefetch(int64_t layer, std::span<const int32_t> ids) {
+  if (!options_.prefetch) return;
+  drop_stale_speculation(layer);
+  for (const int32_t id : ids) {
+    if (slot_of(layer, id) >= 0) continue;
+    const int32_t s = find_victim(false);
+    if (s < 0) break;  // every slot busy: guesses never wait
+    assign(s, layer, id, /*speculative=*/true);
+    spec_queue_.push_back(s);
+  }
+  pump_speculation();
+}
+
+void ExpertCache::end_step() {
+  if (io_->pending() > 0) reap(0);
+  stats_.total.add(stats_.last_step);
+  stats_.last_step = {};
+  ++stats_.steps;
+}
+
+}  // namespace sluice::experts
