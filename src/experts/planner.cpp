@@ -33,6 +33,8 @@ std::string format_bytes(uint64_t bytes) {
     std::snprintf(text, sizeof text, "%.2f GiB", double(bytes) / double(kGiB));
   } else if (bytes >= (uint64_t(1) << 20)) {
     std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(1 << 20));
+  } else if (bytes >= 1024) {
+    std::snprintf(text, sizeof text, "%.1f KiB", double(bytes) / 1024.0);
   } else {
     std::snprintf(text, sizeof text, "%llu B", static_cast<unsigned long long>(bytes));
   }
@@ -93,7 +95,8 @@ Placement plan_placement(const ExpertLayout& layout, const PlacementRequest& r) 
   for (const ExpertLayerLayout& l : layout.layers) total_experts += l.n_expert;
   const uint64_t room = plan.budget - plan.resident_bytes;
   const int64_t fit = int64_t(room / plan.slot_bytes);
-  plan.n_slots = r.n_slots != 0 ? r.n_slots : std::min(fit, total_experts);
+  // More slots than experts would never be used.
+  plan.n_slots = std::min(r.n_slots != 0 ? r.n_slots : fit, total_experts);
   say(r.force_stream ? "streaming routed experts (--stream-experts)"
                      : "streaming routed experts: they do not fit beside the resident part");
   say("expert cache: ", plan.n_slots, " slots of ", format_bytes(plan.slot_bytes), " = ",
@@ -101,6 +104,11 @@ Placement plan_placement(const ExpertLayout& layout, const PlacementRequest& r) 
       r.n_slots != 0 ? " (--expert-cache)" : " (what the budget leaves)", "; the floor is ",
       layout.n_expert_used, " (one token's experts of one layer); ", total_experts,
       " experts in all");
+  if (plan.n_slots > fit) {
+    fail("--expert-cache ", r.n_slots, " needs ", format_bytes(uint64_t(plan.n_slots) * plan.slot_bytes),
+         " but the budget ", format_bytes(plan.budget), " leaves ", format_bytes(room),
+         " after the resident part (", fit, " slots)");
+  }
   if (plan.n_slots < layout.n_expert_used) {
     fail("the expert cache does not fit: the budget ", format_bytes(plan.budget), " leaves ",
          format_bytes(room), " after the resident part, room for ", fit, " slots of ",
