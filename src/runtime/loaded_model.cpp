@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "experts/expert_cache.h"
+#include "experts/expert_sidecar.h"
 #include "experts/planner.h"
 #include "experts/resident_experts.h"
 #include "format/model_file_open.h"
@@ -60,8 +61,12 @@ LoadedModel::LoadedModel(const std::string& path, const ModelOptions& options)
 // Resident or streamed routed experts, as the planner decides under the RAM budget. The KV
 // reserve assumes one session of min(4096, n_ctx_train) tokens in F16.
 void LoadedModel::place_experts(const ModelOptions& options) {
-  const experts::ExpertLayout& layout = language_model_->expert_layout();
+  expert_layout_ = language_model_->expert_layout();
+  const experts::ExpertLayout& layout = expert_layout_;
   if (layout.empty()) return;
+  const std::string sidecar = experts::default_sidecar_path(info_.path);
+  const bool repacked = std::filesystem::exists(sidecar);
+  if (repacked) experts::use_expert_sidecar(expert_layout_, info_.path, sidecar);
   experts::PlacementRequest request;
   request.weight_bytes = info_.weight_bytes;
   const int64_t n_ctx = std::min<int64_t>(4096, info_.n_ctx_train);
@@ -74,6 +79,9 @@ void LoadedModel::place_experts(const ModelOptions& options) {
   request.n_slots = options.expert_cache_slots;
   const experts::Placement plan = experts::plan_placement(layout, request);
   placement_ = plan.reasons;
+  placement_.push_back(repacked ? "expert layout: expert-major, from " + sidecar
+                                : "expert layout: the model file's (one read per part; `sluice "
+                                  "repack` makes one read per expert)");
   if (!plan.stream) {
     experts_ = std::make_unique<experts::ResidentExperts>(layout);
     return;

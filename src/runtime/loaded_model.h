@@ -40,6 +40,7 @@ class LoadedModel final : public Model {
   TextTokenizer tokenizer_;
   ModelInfo info_;
   std::unique_ptr<ThreadPool> pool_;
+  experts::ExpertLayout expert_layout_;  // the model's, pointed at a sidecar when there is one
   std::unique_ptr<experts::ExpertSource> experts_;
   std::vector<std::string> placement_;
   std::mutex forward_mutex_;

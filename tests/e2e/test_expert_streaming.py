@@ -132,3 +132,39 @@ def test_peak_rss_stays_within_the_budget(tmp_path):
     assert stats["streaming"], out.stderr.decode()
     assert before * 1024 <= peak  # ru_maxrss of children is the max over them all
     assert peak <= budget + (64 << 20), f"peak RSS {peak >> 20} MiB > budget {budget >> 20} MiB + 64 MiB"
+
+
+def test_expert_major_sidecar_gives_the_same_logits(synthetic, tmp_path):
+    """`sluice repack` writes MODEL.experts (one aligned extent per expert); the engine finds it
+    beside the model and reads through it, with the same logits as the model file alone."""
+    model = tmp_path / "model.gguf"
+    model.write_bytes(synthetic.read_bytes())
+    baseline, greedy, _ = evaluate(model, tmp_path, ["--stream-experts", "--expert-cache", "4"], "plain")
+    run(["repack", model])
+    assert (tmp_path / "model.gguf.experts").exists()
+    for label, extra in [("resident", []), ("floor", ["--stream-experts", "--expert-cache", "4"]),
+                         ("pread", ["--stream-experts", "--expert-cache", "8", "--io-engine", "pread"])]:
+        logits, g, stats = evaluate(model, tmp_path, extra + ["--explain"], "sidecar-" + label)
+        assert logits == baseline and g == greedy, label
+    explain = run(["eval", "--model", model, "--tokens", "1", "--explain"]).stderr.decode()
+    assert "expert-major, from" in explain
+
+
+def test_stale_sidecar_is_refused(synthetic, tmp_path):
+    other = tmp_path / "other.gguf"
+    run(["synth", "--geometry", "tiny-moe", "-o", other, "--seed", "8"])
+    model = tmp_path / "model.gguf"
+    model.write_bytes(synthetic.read_bytes())
+    run(["repack", other, "-o", tmp_path / "model.gguf.experts"])
+    done = subprocess.run([SLUICE_BIN, "eval", "--model", model, "--tokens", "1"], capture_output=True, timeout=120)
+    assert done.returncode == 1
+    assert "stale" in done.stderr.decode()
+
+
+def test_repack_of_a_dense_model_is_refused(tmp_path):
+    dense = TINY / "llama-dense.gguf"
+    if not dense.exists():
+        pytest.skip(f"{dense} is absent")
+    done = subprocess.run([SLUICE_BIN, "repack", dense, "-o", tmp_path / "x.experts"], capture_output=True, timeout=120)
+    assert done.returncode == 1 and "no routed experts" in done.stderr.decode()
+    assert not (tmp_path / "x.experts").exists()
