@@ -20,5 +20,7 @@ Command add_template_command(CLI::App& parent);
 Command add_eval_command(CLI::App& parent);
 Command add_run_command(CLI::App& parent);
 Command add_bench_command(CLI::App& parent);
+Command add_synth_command(CLI::App& parent);
+Command add_repack_command(CLI::App& parent);
 
 }  // namespace sluice::cli

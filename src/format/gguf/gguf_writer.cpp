@@ -91,8 +91,8 @@ void GgufWriter::add_metadata(std::string key, MetaValue value) {
   metadata_.emplace_back(std::move(key), std::move(value));
 }
 
-void GgufWriter::add_tensor(std::string name, QType type, std::vector<uint64_t> shape,
-                            std::span<const uint8_t> bytes) {
+uint64_t GgufWriter::check_tensor(const std::string& name, QType type,
+                                  const std::vector<uint64_t>& shape) const {
   if (name.empty() || !is_valid_utf8(name)) {
     fail("gguf writer: tensor name is empty or not UTF-8 (tensor: ", printable(name), ")");
   }
@@ -114,12 +114,25 @@ void GgufWriter::add_tensor(std::string name, QType type, std::vector<uint64_t> 
     fail("gguf writer: row length is not a multiple of the block size ", traits.block_size, " (",
          name, ": ", shape[0], ")");
   }
-  const uint64_t expected = n_elements / traits.block_size * traits.block_bytes;
+  return n_elements / traits.block_size * traits.block_bytes;
+}
+
+void GgufWriter::add_tensor(std::string name, QType type, std::vector<uint64_t> shape,
+                            std::span<const uint8_t> bytes) {
+  const uint64_t expected = check_tensor(name, type, shape);
   if (bytes.size() != expected) {
     fail("gguf writer: tensor data has ", bytes.size(), " bytes, shape and type need ", expected,
          " (", name, ")");
   }
-  tensors_.push_back({std::move(name), type, std::move(shape), {bytes.begin(), bytes.end()}});
+  tensors_.push_back(
+      {std::move(name), type, std::move(shape), expected, {bytes.begin(), bytes.end()}, {}});
+}
+
+void GgufWriter::add_tensor(std::string name, QType type, std::vector<uint64_t> shape,
+                            Producer produce) {
+  if (!produce) fail("gguf writer: tensor has no producer (", name, ")");
+  const uint64_t expected = check_tensor(name, type, shape);
+  tensors_.push_back({std::move(name), type, std::move(shape), expected, {}, std::move(produce)});
 }
 
 void GgufWriter::write(const std::string& path) const {
@@ -140,12 +153,29 @@ void GgufWriter::write(const std::string& path) const {
     for (uint64_t dim : tensor.shape) put<uint64_t>(out, dim);
     put<uint32_t>(out, static_cast<uint32_t>(tensor.type));
     put<uint64_t>(out, data_offset);
-    data_offset += tensor.bytes.size() + padding_to(tensor.bytes.size(), alignment_);
+    data_offset += tensor.n_bytes + padding_to(tensor.n_bytes, alignment_);
   }
   out.write_zeros(padding_to(out.position(), alignment_));
   for (const auto& tensor : tensors_) {
-    out.write(tensor.bytes);
-    out.write_zeros(padding_to(tensor.bytes.size(), alignment_));
+    if (tensor.produce) {
+      // Checked per piece, so a producer that runs long fails before the file grows past it.
+      uint64_t produced = 0;
+      tensor.produce([&](std::span<const uint8_t> piece) {
+        produced += piece.size();
+        if (produced > tensor.n_bytes) {
+          fail("gguf writer: producer gave more than the ", tensor.n_bytes, " bytes of ",
+               tensor.name);
+        }
+        out.write(piece);
+      });
+      if (produced != tensor.n_bytes) {
+        fail("gguf writer: producer gave ", produced, " bytes, shape and type need ",
+             tensor.n_bytes, " (", tensor.name, ")");
+      }
+    } else {
+      out.write(tensor.bytes);
+    }
+    out.write_zeros(padding_to(tensor.n_bytes, alignment_));
   }
   out.commit();
 }

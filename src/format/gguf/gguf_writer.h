@@ -1,9 +1,12 @@
 // GgufWriter: collects metadata (every GGUF value type, arrays included) and tensors, then
 // writes a GGUF v3 file atomically (temporary name, rename) that llama.cpp and gguf-py read:
-// tensor offsets relative to the data section, each tensor padded to the alignment.
+// tensor offsets relative to the data section, each tensor padded to the alignment. A tensor's
+// bytes are either copied in up front or produced in pieces while the file is written (for
+// files larger than memory).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +33,13 @@ class GgufWriter {
   void add_tensor(std::string name, QType type, std::vector<uint64_t> shape,
                   std::span<const uint8_t> bytes);
 
+  // A tensor whose bytes are made during write(): `produce` is called once, in file order, and
+  // hands its bytes to `emit` in pieces of any size; together they must be exactly what type and
+  // shape imply, or write() fails (leaving no file). Lets a caller write more than fits in RAM.
+  using Emit = std::function<void(std::span<const uint8_t>)>;
+  using Producer = std::function<void(const Emit& emit)>;
+  void add_tensor(std::string name, QType type, std::vector<uint64_t> shape, Producer produce);
+
   // Writes everything to `path` (a temporary file renamed into place at the end).
   void write(const std::string& path) const;
 
@@ -38,8 +48,14 @@ class GgufWriter {
     std::string name;
     QType type;
     std::vector<uint64_t> shape;
-    std::vector<uint8_t> bytes;
+    uint64_t n_bytes = 0;
+    std::vector<uint8_t> bytes;  // when produce is empty
+    Producer produce;
   };
+
+  // Validates name, type and shape; returns the byte size they imply.
+  uint64_t check_tensor(const std::string& name, QType type,
+                        const std::vector<uint64_t>& shape) const;
 
   uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, MetaValue>> metadata_;

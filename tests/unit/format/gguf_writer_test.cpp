@@ -125,6 +125,29 @@ TEST(GgufWriter, RefusesBadInput) {
   EXPECT_THROW(writer.add_tensor("t", QType::Q4_0, {32}, bytes), Error);
 }
 
+TEST(GgufWriter, StreamsProducedTensorsAndChecksTheirSize) {
+  TempDir dir;
+  const auto bytes = pattern(36);
+  GgufWriter writer;
+  writer.add_tensor("a", QType::Q4_0, {64}, [&](const GgufWriter::Emit& emit) {
+    emit(std::span(bytes).first(5));  // pieces of any size
+    emit(std::span(bytes).subspan(5));
+  });
+  writer.write(dir.file("ok.gguf"));
+  const ModelFile model = read_gguf(dir.file("ok.gguf"));
+  const auto stored = model.tensor_bytes(model.tensor("a"));
+  EXPECT_TRUE(std::equal(stored.begin(), stored.end(), bytes.begin(), bytes.end()));
+
+  for (size_t size : {35, 37}) {  // short and long producers fail and leave no file
+    const auto wrong = pattern(size);
+    GgufWriter bad;
+    bad.add_tensor("a", QType::Q4_0, {64}, [&](const GgufWriter::Emit& emit) { emit(wrong); });
+    EXPECT_THROW(bad.write(dir.file("bad.gguf")), Error);
+    EXPECT_FALSE(fs::exists(dir.file("bad.gguf")));
+  }
+  EXPECT_EQ(dir.entries(), 1u);
+}
+
 TEST(GgufWriter, FailedWriteLeavesNothing) {
   GgufWriter writer;
   EXPECT_THROW(writer.write("/nonexistent-dir/x.gguf"), Error);

@@ -1,0 +1,239 @@
+// The synthetic-model generator through the public API: tiny-moe is a valid qwen3moe GGUF (keys,
+// tensor names, shapes, types), its vocabulary loads, its values are finite with the intended
+// spread, the same seed gives the same bytes, and bad names are errors that name them.
+#include "sluice/synthetic_model.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+
+#include "core/half.h"
+#include "format/model_file_open.h"
+#include "quant/blocks.h"
+#include "quant/dequantize.h"
+#include "sluice/error.h"
+#include "sluice/tokenizer.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SyntheticModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("sluice_synth_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string write(const std::string& name, SyntheticModelOptions options) {
+    const std::string path = (dir_ / name).string();
+    write_synthetic_model(path, options);
+    return path;
+  }
+
+  static std::vector<char> bytes_of(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+  fs::path dir_;
+};
+
+SyntheticModelOptions tiny(uint64_t seed = 7) {
+  SyntheticModelOptions options;
+  options.geometry = "tiny-moe";
+  options.seed = seed;
+  return options;
+}
+
+// The error `write` throws, or "" when it does not throw.
+std::string error_of(const std::function<void()>& write) {
+  try {
+    write();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(SyntheticModel, TinyMoeIsAQwen3MoeFile) {
+  const std::string path = (dir_ / "tiny.gguf").string();
+  uint64_t last_done = 0, last_total = 0;
+  const SyntheticModelSummary summary =
+      write_synthetic_model(path, tiny(), [&](uint64_t done, uint64_t total) {
+        EXPECT_GE(done, last_done);
+        last_done = done, last_total = total;
+      });
+  EXPECT_EQ(last_done, last_total);
+  EXPECT_EQ(summary.tensor_bytes, last_total);
+  EXPECT_EQ(summary.file_bytes, fs::file_size(path));
+  EXPECT_EQ(summary.layers, 4u);
+  EXPECT_EQ(summary.type, "Q8_0");
+  EXPECT_EQ(summary.expert_type, "Q4_K");
+
+  const ModelFile model = read_model_file(path);
+  EXPECT_EQ(model.get_string("general.architecture"), "qwen3moe");
+  EXPECT_EQ(model.get_u32("qwen3moe.block_count"), 4u);
+  EXPECT_EQ(model.get_u32("qwen3moe.embedding_length"), 256u);
+  EXPECT_EQ(model.get_u32("qwen3moe.attention.head_count"), 4u);
+  EXPECT_EQ(model.get_u32("qwen3moe.attention.head_count_kv"), 2u);
+  EXPECT_EQ(model.get_u32("qwen3moe.attention.key_length"), 64u);
+  EXPECT_EQ(model.get_u32("qwen3moe.attention.value_length"), 64u);
+  EXPECT_EQ(model.get_u32("qwen3moe.expert_count"), 16u);
+  EXPECT_EQ(model.get_u32("qwen3moe.expert_used_count"), 4u);
+  EXPECT_EQ(model.get_u32("qwen3moe.expert_feed_forward_length"), 256u);
+  EXPECT_EQ(model.get_f32("qwen3moe.rope.freq_base"), 1e6f);
+  EXPECT_EQ(model.get_f32("qwen3moe.attention.layer_norm_rms_epsilon"), 1e-6f);
+  EXPECT_EQ(model.get_string("tokenizer.ggml.model"), "gpt2");
+  EXPECT_EQ(model.get_array("tokenizer.ggml.tokens").array_length(), 512u);
+  EXPECT_EQ(model.get_array("tokenizer.ggml.merges").array_length(), 512u - 256 - 3);
+
+  ASSERT_EQ(model.tensors().size(), 3u + 4 * 12);
+  auto expect = [&](const std::string& name, QType type, std::vector<uint64_t> shape) {
+    const TensorInfo& tensor = model.tensor(name);
+    EXPECT_EQ(tensor.type, type) << name;
+    EXPECT_EQ(std::vector<uint64_t>(tensor.shape().begin(), tensor.shape().end()), shape) << name;
+  };
+  expect("token_embd.weight", QType::Q8_0, {256, 512});
+  expect("output_norm.weight", QType::F32, {256});
+  expect("output.weight", QType::Q8_0, {256, 512});
+  for (int layer : {0, 3}) {
+    const std::string blk = "blk." + std::to_string(layer) + ".";
+    expect(blk + "attn_norm.weight", QType::F32, {256});
+    expect(blk + "attn_q.weight", QType::Q8_0, {256, 256});
+    expect(blk + "attn_k.weight", QType::Q8_0, {256, 128});
+    expect(blk + "attn_v.weight", QType::Q8_0, {256, 128});
+    expect(blk + "attn_output.weight", QType::Q8_0, {256, 256});
+    expect(blk + "attn_q_norm.weight", QType::F32, {64});
+    expect(blk + "attn_k_norm.weight", QType::F32, {64});
+    expect(blk + "ffn_norm.weight", QType::F32, {256});
+    expect(blk + "ffn_gate_inp.weight", QType::F32, {256, 16});
+    expect(blk + "ffn_gate_exps.weight", QType::Q4_K, {256, 256, 16});
+    expect(blk + "ffn_up_exps.weight", QType::Q4_K, {256, 256, 16});
+    expect(blk + "ffn_down_exps.weight", QType::Q4_K, {256, 256, 16});
+  }
+}
+
+TEST_F(SyntheticModel, VocabularyTokenizesAndRoundTrips) {
+  const std::string path = write("tiny.gguf", tiny());
+  const TextTokenizer tokenizer = TextTokenizer::from_model_file(path);
+  EXPECT_EQ(tokenizer.n_vocab(), 512u);
+  EXPECT_EQ(tokenizer.eos_id(), 511);
+  EXPECT_TRUE(tokenizer.is_end_of_generation(511));
+  const std::string text = "Hello, world!\n\xc3\xa9t\xc3\xa9 42";
+  const std::vector<int32_t> ids = tokenizer.encode(text);
+  EXPECT_FALSE(ids.empty());
+  EXPECT_LT(ids.size(), text.size());  // merges apply
+  EXPECT_EQ(tokenizer.decode(ids), text);
+  EXPECT_EQ(tokenizer.encode("<|im_start|>", true), std::vector<int32_t>{510});
+  EXPECT_FALSE(tokenizer.chat_template().empty());
+}
+
+TEST_F(SyntheticModel, ValuesAreFiniteWithTheIntendedSpread) {
+  const std::string path = write("tiny.gguf", tiny());
+  const ModelFile model = read_model_file(path);
+  for (const TensorInfo& tensor : model.tensors()) {
+    const auto bytes = model.tensor_bytes(tensor);
+    std::vector<float> values(tensor.n_elements);
+    dequantize_row(tensor.type, bytes.data(), values.data(), int64_t(tensor.n_elements));
+    double sum = 0, squares = 0;
+    for (float v : values) {
+      ASSERT_TRUE(std::isfinite(v)) << tensor.name;
+      sum += v, squares += double(v) * v;
+    }
+    const double mean = sum / double(values.size());
+    const double rms = std::sqrt(squares / double(values.size()));
+    if (tensor.n_dims == 1) {  // norms: 1 ± 0.1
+      EXPECT_NEAR(mean, 1.0, 0.02) << tensor.name;
+      continue;
+    }
+    double expected = 1.0 / std::sqrt(double(tensor.ne[0]));
+    if (tensor.name == "token_embd.weight") expected = 1.0;
+    if (tensor.name.ends_with("ffn_gate_inp.weight")) expected *= 3;
+    EXPECT_NEAR(rms / expected, 1.0, 0.1) << tensor.name;
+    EXPECT_NEAR(mean / expected, 0.0, 0.05) << tensor.name;
+  }
+  // The scales themselves: finite, positive halves.
+  const TensorInfo& experts = model.tensor("blk.1.ffn_up_exps.weight");
+  const auto* q4k = reinterpret_cast<const BlockQ4_K*>(model.tensor_bytes(experts).data());
+  for (uint64_t b = 0; b < experts.n_elements / kQK_K; ++b) {
+    ASSERT_TRUE(std::isfinite(fp16_to_fp32(q4k[b].d)) && fp16_to_fp32(q4k[b].d) > 0);
+    ASSERT_TRUE(std::isfinite(fp16_to_fp32(q4k[b].dmin)) && fp16_to_fp32(q4k[b].dmin) > 0);
+  }
+  const TensorInfo& attention = model.tensor("blk.1.attn_q.weight");
+  const auto* q8 = reinterpret_cast<const BlockQ8_0*>(model.tensor_bytes(attention).data());
+  for (uint64_t b = 0; b < attention.n_elements / kQK8_0; ++b) {
+    ASSERT_TRUE(std::isfinite(fp16_to_fp32(q8[b].d)) && fp16_to_fp32(q8[b].d) > 0);
+  }
+}
+
+TEST_F(SyntheticModel, SameSeedSameBytesOtherSeedOtherBytes) {
+  const auto a = bytes_of(write("a.gguf", tiny(7)));
+  const auto b = bytes_of(write("b.gguf", tiny(7)));
+  const auto c = bytes_of(write("c.gguf", tiny(8)));
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(a.size(), c.size());  // only the seed in the description and the weights differ
+  EXPECT_NE(a, c);
+}
+
+TEST_F(SyntheticModel, EveryTypeAndTheLayerCountCanBeChosen) {
+  for (const char* type : {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "MXFP4"}) {
+    SyntheticModelOptions options = tiny();
+    options.type = "F16";
+    options.expert_type = type;
+    options.layers = 1;
+    const std::string path = write(std::string(type) + ".gguf", options);
+    const ModelFile model = read_model_file(path);
+    EXPECT_EQ(model.get_u32("qwen3moe.block_count"), 1u);
+    EXPECT_EQ(model.tensors().size(), 3u + 12);
+    EXPECT_EQ(model.tensor("blk.0.attn_v.weight").type, QType::F16);
+    const TensorInfo& down = model.tensor("blk.0.ffn_down_exps.weight");
+    EXPECT_EQ(qtype_name(down.type), type);
+    std::vector<float> values(down.n_elements);
+    dequantize_row(down.type, model.tensor_bytes(down).data(), values.data(),
+                   int64_t(down.n_elements));
+    double sum = 0, squares = 0;
+    for (float v : values) {
+      ASSERT_TRUE(std::isfinite(v)) << type;
+      sum += v, squares += double(v) * v;
+    }
+    // rms 1/sqrt(256); MXFP4's power-of-two scales land within a factor of sqrt(2).
+    const double rms = std::sqrt(squares / double(values.size())) * 16;
+    EXPECT_GT(rms, 0.7) << type;
+    EXPECT_LT(rms, 1.42) << type;
+    EXPECT_NEAR(sum / double(values.size()) * 16, 0.0, 0.02) << type;
+  }
+  SyntheticModelOptions options = tiny();
+  options.type = "Q6_K";  // sets the experts' type too
+  const ModelFile model = read_model_file(write("q6k.gguf", options));
+  EXPECT_EQ(model.tensor("blk.0.ffn_gate_exps.weight").type, QType::Q6_K);
+}
+
+TEST_F(SyntheticModel, BadNamesAreErrorsThatNameThem) {
+  const std::string path = (dir_ / "bad.gguf").string();
+  SyntheticModelOptions options = tiny();
+  options.geometry = "llama-9000";
+  EXPECT_NE(error_of([&] { write_synthetic_model(path, options); }).find("'llama-9000'"),
+            std::string::npos);
+  options = tiny();
+  options.type = "Q9_9";
+  EXPECT_NE(error_of([&] { write_synthetic_model(path, options); }).find("'Q9_9'"),
+            std::string::npos);
+  options = tiny();
+  options.expert_type = "IQ2_XXS";  // a real type, but not one the generator writes
+  const std::string message = error_of([&] { write_synthetic_model(path, options); });
+  EXPECT_NE(message.find("'IQ2_XXS'"), std::string::npos) << message;
+  EXPECT_NE(message.find("Q4_K"), std::string::npos) << message;  // lists what is supported
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_TRUE(fs::is_empty(dir_));
+}
+
+}  // namespace
+}  // namespace sluice
