@@ -42,8 +42,8 @@ import ctypes, mmap, sys
 size = int(sys.argv[1])
 buf = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 libc = ctypes.CDLL(None, use_errno=True)
-address = ctypes.c_void_p.from_buffer(buf)
-if libc.mlock(ctypes.addressof(ctypes.c_char.from_buffer(buf)), ctypes.c_size_t(size)) != 0:
+libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+if libc.mlock(ctypes.addressof(ctypes.c_char.from_buffer(buf)), size) != 0:
     sys.exit("mlock failed: errno %d" % ctypes.get_errno())
 print("locked", flush=True)
 sys.stdin.read()

@@ -43,8 +43,8 @@ struct ExpertTelemetry {
   uint64_t hits = 0, misses = 0, evictions = 0;
   uint64_t experts_read = 0, bytes_read = 0;
   uint64_t speculative_reads = 0, speculative_used = 0, speculative_wasted = 0;
-  double io_wait_seconds = 0;  // the forward waiting on reads
-  double read_seconds = 0;     // time with reads in flight
+  double io_wait_seconds = 0;                      // the forward waiting on reads
+  double read_seconds = 0;                         // time with reads in flight
   std::vector<uint64_t> layer_hits, layer_misses;  // [n_layer]
 };
 

@@ -31,6 +31,15 @@ struct RopeConfig {
   float freq_base = 10000.0f;
   float freq_scale = 1.0f;              // linear position scaling (1 / rope.scaling.factor)
   const float* freq_factors = nullptr;  // [n_rot / 2] divisors of each frequency (Llama 3.1+)
+  // YaRN, as ggml's rope_yarn: ext_factor 0 leaves plain (linear) RoPE. Otherwise dimension
+  // pairs below the corrections of beta_fast / beta_slow over n_ctx_orig keep their original
+  // frequency, those above are interpolated by freq_scale, with a ramp between. cos and sin are
+  // multiplied by attn_factor (and by YaRN's own 1 + 0.1 ln(1/freq_scale) when ext_factor != 0).
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+  int64_t n_ctx_orig = 0;  // the context the model was trained at (YaRN only)
 };
 
 enum class KvElement : uint8_t { kF16, kF32 };  // how KV cells are stored
@@ -55,12 +64,16 @@ struct AttentionCall {
   int64_t window = 0;    // > 0: a query at p sees positions p - window + 1 .. p; 0: all up to p
   float scale = 1.0f;    // multiplies q·k before the softmax
   float softcap = 0.0f;  // > 0: scores become softcap * tanh(scores / softcap)
+  // [n_head] one logit per head that joins each softmax's denominator but has no value (gpt-oss
+  // attention sinks); nullptr: none.
+  const float* sinks = nullptr;
   KvLayerView kv;
 };
 
 // kGeluTanhF16: tanh-GELU looked up by the input rounded to half, the result a half — what
 // llama.cpp's CPU backend computes for GGUF files; kGeluTanh: the exact formula (transformers).
-enum class GluActivation : uint8_t { kSilu, kGeluTanh, kGeluTanhF16 };
+// kSwigluOai: gpt-oss's clamped SwiGLU, min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, ±7) + 1).
+enum class GluActivation : uint8_t { kSilu, kGeluTanh, kGeluTanhF16, kSwigluOai };
 
 class Backend {
  public:

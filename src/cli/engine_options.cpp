@@ -49,8 +49,10 @@ void add_engine_options(CLI::App& app, EngineArgs& args) {
   app.add_option("--queue-depth", args.queue_depth, "Expert reads in flight at once")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  app.add_flag("--buffered-io", args.buffered_io, "Read experts through the page cache, not O_DIRECT");
-  app.add_flag("--no-prefetch", args.no_prefetch, "No speculative reads of the next layer's experts");
+  app.add_flag("--buffered-io", args.buffered_io,
+               "Read experts through the page cache, not O_DIRECT");
+  app.add_flag("--no-prefetch", args.no_prefetch,
+               "No speculative reads of the next layer's experts");
   app.add_flag("--explain", args.explain, "Print where the model's bytes go, and why");
   app.add_option("--stats-json", args.stats_json, "Write the expert path's counters to this file");
 }
@@ -95,7 +97,8 @@ std::shared_ptr<Model> load_model(const std::string& path, const EngineArgs& arg
   std::shared_ptr<Model> model = Model::load(path, model_options(args));
   if (args.explain) {
     const std::vector<std::string> lines = model->placement_explanation();
-    if (lines.empty()) std::fputs("placement: dense model, every weight resident (mapped)\n", stderr);
+    if (lines.empty())
+      std::fputs("placement: dense model, every weight resident (mapped)\n", stderr);
     for (const std::string& line : lines) std::fprintf(stderr, "placement: %s\n", line.c_str());
   }
   return model;
@@ -104,40 +107,52 @@ std::shared_ptr<Model> load_model(const std::string& path, const EngineArgs& arg
 std::string format_expert_telemetry(const ExpertTelemetry& t) {
   const uint64_t acquired = t.hits + t.misses;
   char text[640];
-  std::snprintf(text, sizeof text,
-                "experts:     %s, %llu acquired, hit rate %.1f%%, %llu read (%.1f MiB, %.1f MiB per step)\n"
-                "expert I/O:  %.3f s waited, %.2f GB/s while reading, %llu evictions\n"
-                "speculation: %llu reads, %llu used, %llu wasted\n",
-                t.streaming ? "streamed" : "resident", static_cast<unsigned long long>(acquired),
-                acquired ? 100.0 * double(t.hits) / double(acquired) : 100.0,
-                static_cast<unsigned long long>(t.experts_read), double(t.bytes_read) / 1048576.0,
-                t.steps ? double(t.bytes_read) / 1048576.0 / double(t.steps) : 0.0, t.io_wait_seconds,
-                t.read_seconds > 0 ? double(t.bytes_read) / t.read_seconds * 1e-9 : 0.0,
-                static_cast<unsigned long long>(t.evictions),
-                static_cast<unsigned long long>(t.speculative_reads),
-                static_cast<unsigned long long>(t.speculative_used),
-                static_cast<unsigned long long>(t.speculative_wasted));
+  std::snprintf(
+      text, sizeof text,
+      "experts:     %s, %llu acquired, hit rate %.1f%%, %llu read (%.1f MiB, %.1f MiB per step)\n"
+      "expert I/O:  %.3f s waited, %.2f GB/s while reading, %llu evictions\n"
+      "speculation: %llu reads, %llu used, %llu wasted\n",
+      t.streaming ? "streamed" : "resident", static_cast<unsigned long long>(acquired),
+      acquired ? 100.0 * double(t.hits) / double(acquired) : 100.0,
+      static_cast<unsigned long long>(t.experts_read), double(t.bytes_read) / 1048576.0,
+      t.steps ? double(t.bytes_read) / 1048576.0 / double(t.steps) : 0.0, t.io_wait_seconds,
+      t.read_seconds > 0 ? double(t.bytes_read) / t.read_seconds * 1e-9 : 0.0,
+      static_cast<unsigned long long>(t.evictions),
+      static_cast<unsigned long long>(t.speculative_reads),
+      static_cast<unsigned long long>(t.speculative_used),
+      static_cast<unsigned long long>(t.speculative_wasted));
   return text;
 }
 
 void write_expert_telemetry_json(const Model& model, const EngineArgs& args) {
   if (args.stats_json.empty()) return;
   const ExpertTelemetry t = model.expert_telemetry();
-  const nlohmann::json json = {
-      {"streaming", t.streaming}, {"io_engine", t.io_engine}, {"direct_io", t.direct_io},
-      {"slots", t.slots}, {"slot_bytes", t.slot_bytes}, {"steps", t.steps}, {"hits", t.hits},
-      {"misses", t.misses}, {"evictions", t.evictions}, {"experts_read", t.experts_read},
-      {"bytes_read", t.bytes_read}, {"speculative_reads", t.speculative_reads},
-      {"speculative_used", t.speculative_used}, {"speculative_wasted", t.speculative_wasted},
-      {"io_wait_seconds", t.io_wait_seconds}, {"read_seconds", t.read_seconds},
-      {"layer_hits", t.layer_hits}, {"layer_misses", t.layer_misses}};
+  const nlohmann::json json = {{"streaming", t.streaming},
+                               {"io_engine", t.io_engine},
+                               {"direct_io", t.direct_io},
+                               {"slots", t.slots},
+                               {"slot_bytes", t.slot_bytes},
+                               {"steps", t.steps},
+                               {"hits", t.hits},
+                               {"misses", t.misses},
+                               {"evictions", t.evictions},
+                               {"experts_read", t.experts_read},
+                               {"bytes_read", t.bytes_read},
+                               {"speculative_reads", t.speculative_reads},
+                               {"speculative_used", t.speculative_used},
+                               {"speculative_wasted", t.speculative_wasted},
+                               {"io_wait_seconds", t.io_wait_seconds},
+                               {"read_seconds", t.read_seconds},
+                               {"layer_hits", t.layer_hits},
+                               {"layer_misses", t.layer_misses}};
   // Written beside the target and renamed over it: never a partial file.
   const std::string temporary = args.stats_json + ".tmp";
   FILE* out = std::fopen(temporary.c_str(), "w");
   if (out == nullptr) throw Error("--stats-json: cannot write '" + args.stats_json + "'");
   const std::string text = json.dump(1) + "\n";
   const bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
-  if (std::fclose(out) != 0 || !ok || std::rename(temporary.c_str(), args.stats_json.c_str()) != 0) {
+  if (std::fclose(out) != 0 || !ok ||
+      std::rename(temporary.c_str(), args.stats_json.c_str()) != 0) {
     std::remove(temporary.c_str());
     throw Error("--stats-json: cannot write '" + args.stats_json + "'");
   }

@@ -18,7 +18,8 @@ void ProgressLine::update(uint64_t done, uint64_t total) {
   if (total < kProgressMinBytes) return;
   const auto now = Clock::now();
   const int tenth = int(done * 10 / total);
-  if (tty_ ? (now - last_ < std::chrono::milliseconds(500) && done != total) : tenth == last_tenth_) {
+  if (tty_ ? (now - last_ < std::chrono::milliseconds(500) && done != total)
+           : tenth == last_tenth_) {
     return;
   }
   last_ = now;

@@ -19,7 +19,8 @@ struct RepackArgs {
 int run_repack(const RepackArgs& args) {
   const std::string out = args.out.empty() ? expert_sidecar_path(args.model) : args.out;
   ProgressLine progress("repack");
-  repack_experts(args.model, out, [&](uint64_t done, uint64_t total) { progress.update(done, total); });
+  repack_experts(args.model, out,
+                 [&](uint64_t done, uint64_t total) { progress.update(done, total); });
   std::printf("wrote %s\n", out.c_str());
   return 0;
 }
@@ -31,7 +32,8 @@ Command add_repack_command(CLI::App& parent) {
   CLI::App* app = parent.add_subcommand(
       "repack", "Write a MoE model's expert-major sidecar: one aligned read per expert");
   app->add_option("model", args->model, "GGUF file of a Mixture-of-Experts model")->required();
-  app->add_option("--out,-o", args->out, "Output file (default: MODEL.experts, used automatically)");
+  app->add_option("--out,-o", args->out,
+                  "Output file (default: MODEL.experts, used automatically)");
   return {app, [args] { return run_repack(*args); }};
 }
 

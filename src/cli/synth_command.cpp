@@ -1,8 +1,6 @@
 // `sluice synth --geometry NAME -o OUT.gguf [--type T] [--expert-type T] [--seed N]
 // [--layers N]`: writes a synthetic model (a real family's layout, random weights) for tests and
 // benchmarks, with a progress line on stderr for big files and a one-line summary on stdout.
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <memory>

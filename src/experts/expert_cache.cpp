@@ -12,8 +12,12 @@ namespace sluice::experts {
 namespace {
 
 constexpr uint64_t kAlign = 4096;
-uint64_t align_down(uint64_t v) { return v / kAlign * kAlign; }
-uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+uint64_t align_down(uint64_t v) {
+  return v / kAlign * kAlign;
+}
+uint64_t align_up(uint64_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
 
 uint64_t now_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -30,7 +34,8 @@ struct Extent {
 
 // The extents of one expert: each part's aligned enclosing range, merged where they touch (the
 // expert-major layout makes them one), and where each part then sits inside the slot.
-size_t plan_extents(const ExpertLayerLayout& layer, int32_t expert, std::array<Extent, kExpertParts>& out,
+size_t plan_extents(const ExpertLayerLayout& layer, int32_t expert,
+                    std::array<Extent, kExpertParts>& out,
                     std::array<uint64_t, kExpertParts>& part_offset) {
   std::array<size_t, kExpertParts> order{};
   size_t n_parts = 0;
@@ -43,7 +48,8 @@ size_t plan_extents(const ExpertLayerLayout& layer, int32_t expert, std::array<E
                                         : x.offset_of(expert) < y.offset_of(expert);
   };
   for (size_t i = 1; i < n_parts; ++i) {  // insertion sort of at most four parts
-    for (size_t j = i; j > 0 && before(order[j], order[j - 1]); --j) std::swap(order[j], order[j - 1]);
+    for (size_t j = i; j > 0 && before(order[j], order[j - 1]); --j)
+      std::swap(order[j], order[j - 1]);
   }
   size_t n = 0;
   uint64_t pos = 0;
@@ -110,7 +116,8 @@ ExpertCache::ExpertCache(const ExpertLayout& layout, const ExpertCacheOptions& o
   arena_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, arena_bytes));
   if (arena_ == nullptr) fail("expert cache: cannot allocate ", arena_bytes, " bytes of slots");
   slots_.resize(size_t(options.n_slots));
-  for (const ExpertLayerLayout& l : layout.layers) n_expert_max_ = std::max(n_expert_max_, l.n_expert);
+  for (const ExpertLayerLayout& l : layout.layers)
+    n_expert_max_ = std::max(n_expert_max_, l.n_expert);
   table_.assign(layout.layers.size() * size_t(n_expert_max_), -1);
   pinned_.reserve(size_t(options.n_slots));
   completions_.resize(size_t(std::max(options.queue_depth, 1)) * kExpertParts);
@@ -143,7 +150,8 @@ int32_t ExpertCache::find_victim(bool for_demand) {
       continue;
     }
     uint64_t score = slot.last_use;
-    if (options_.policy == EvictionPolicy::kLruFrequency) score += std::min<uint32_t>(slot.uses, 4) * bonus;
+    if (options_.policy == EvictionPolicy::kLruFrequency)
+      score += std::min<uint32_t>(slot.uses, 4) * bonus;
     if (score < best_score) {
       best_score = score;
       best = int32_t(i);
@@ -183,9 +191,12 @@ void ExpertCache::assign(int32_t s, int64_t layer, int32_t expert, bool speculat
 void ExpertCache::submit_reads(int32_t s, IoPriority priority) {
   Slot& slot = slots_[size_t(s)];
   std::array<Extent, kExpertParts> extents;
-  const size_t n = plan_extents(layout_.layers[size_t(slot.layer)], slot.expert, extents, slot.part_offset);
+  const size_t n =
+      plan_extents(layout_.layers[size_t(slot.layer)], slot.expert, extents, slot.part_offset);
   slot.state = SlotState::kLoading;
   slot.reads_left = int32_t(n);
+  slot.demand_io = priority == IoPriority::kDemand;
+  if (slot.demand_io) demand_reads_ += int32_t(n);
   ++stats_.last_step.experts_read;
   ++stats_.per_layer[size_t(slot.layer)].experts_read;
   if (slot.speculative) ++stats_.last_step.speculative_reads;
@@ -208,8 +219,10 @@ void ExpertCache::submit_reads(int32_t s, IoPriority priority) {
   note_io_busy();
 }
 
-// Starts queued guesses while the engine has free places.
+// Starts queued guesses while no demand read is in flight and the engine has free places: a
+// guess reads while the layer computes, never while the layer waits.
 void ExpertCache::pump_speculation() {
+  if (demand_reads_ > 0) return;
   size_t taken = 0;
   while (taken < spec_queue_.size() && io_->pending() < size_t(options_.queue_depth)) {
     submit_reads(spec_queue_[taken++], IoPriority::kSpeculative);
@@ -224,6 +237,7 @@ void ExpertCache::reap(size_t min_count) {
     Slot& slot = slots_[size_t(done.tag >> 32)];
     if (((done.tag >> 8) & 0xFFFFFF) != (slot.generation & 0xFFFFFF)) continue;
     if (done.error != 0 && slot.error == 0) slot.error = done.error;
+    if (slot.demand_io) --demand_reads_;
     if (--slot.reads_left > 0) continue;
     slot.state = SlotState::kReady;
     if (slot.error == 0) {
@@ -309,7 +323,9 @@ ExpertWeights ExpertCache::wait(int64_t layer, int32_t id) {
   ExpertWeights weights;
   for (size_t p = 0; p < kExpertParts; ++p) {
     const ExpertTensor& part = l.parts[p];
-    if (part.present()) weights.parts[p] = MatrixView{part.type, base + slot.part_offset[p], part.n_cols, part.n_rows};
+    if (part.present())
+      weights.parts[p] =
+          MatrixView{part.type, base + slot.part_offset[p], part.n_cols, part.n_rows};
   }
   return weights;
 }

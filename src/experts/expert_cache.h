@@ -3,8 +3,8 @@
 // O_DIRECT works), a table from (layer, expert) to slot, and an IoEngine that reads misses at
 // queue depth. A slot in use (pinned between acquire and release) or being read is never
 // evicted. Demand reads go to the engine at once; speculative ones wait in the cache's own queue
-// until the engine has a free place, so a demand read never queues behind more than one queue
-// depth of guesses, and a stale guess still waiting is dropped whole. Single-threaded: the
+// until no demand read is in flight (and the engine has a free place), so guesses read while
+// the forward computes, and a stale guess still waiting is dropped whole. Single-threaded: the
 // forward thread calls everything. Knows no architecture.
 #pragma once
 
@@ -62,9 +62,10 @@ class ExpertCache final : public ExpertSource {
     int32_t expert = -1;
     SlotState state = SlotState::kEmpty;
     int32_t pins = 0;
-    int32_t reads_left = 0;  // extents still in flight
-    int error = 0;           // errno of a failed read
+    int32_t reads_left = 0;    // extents still in flight
+    int error = 0;             // errno of a failed read
     bool speculative = false;  // read on a guess and not yet acquired
+    bool demand_io = false;    // its reads in flight count in demand_reads_
     uint64_t last_use = 0;
     uint32_t uses = 0;
     uint32_t generation = 0;  // tags completions, so a reused slot ignores nothing stale
@@ -93,6 +94,7 @@ class ExpertCache final : public ExpertSource {
   int64_t n_expert_max_ = 0;
   std::vector<int32_t> pinned_;      // slots pinned by the current acquire
   std::vector<int32_t> spec_queue_;  // kQueued slots, oldest first
+  int32_t demand_reads_ = 0;         // demand extents in flight
   std::vector<ReadCompletion> completions_;
   uint64_t tick_ = 0;
   uint64_t busy_since_ns_ = 0;  // when reads went from none to some in flight

@@ -7,10 +7,14 @@ namespace sluice::experts {
 
 const char* expert_part_name(ExpertPart part) {
   switch (part) {
-    case ExpertPart::kGate: return "gate";
-    case ExpertPart::kUp: return "up";
-    case ExpertPart::kDown: return "down";
-    case ExpertPart::kGateUp: return "gate_up";
+    case ExpertPart::kGate:
+      return "gate";
+    case ExpertPart::kUp:
+      return "up";
+    case ExpertPart::kDown:
+      return "down";
+    case ExpertPart::kGateUp:
+      return "gate_up";
   }
   return "?";
 }
@@ -21,11 +25,14 @@ uint64_t ExpertLayerLayout::expert_bytes() const {
   return bytes;
 }
 
-bool ExpertLayout::empty() const { return n_moe_layers() == 0; }
+bool ExpertLayout::empty() const {
+  return n_moe_layers() == 0;
+}
 
 uint64_t ExpertLayout::total_bytes() const {
   uint64_t bytes = 0;
-  for (const ExpertLayerLayout& layer : layers) bytes += uint64_t(layer.n_expert) * layer.expert_bytes();
+  for (const ExpertLayerLayout& layer : layers)
+    bytes += uint64_t(layer.n_expert) * layer.expert_bytes();
   return bytes;
 }
 

@@ -14,7 +14,9 @@ namespace {
 
 constexpr char kMagic[8] = {'S', 'L', 'X', 'P', 'E', 'R', 'T', '1'};
 constexpr uint64_t kAlign = 4096;
-uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+uint64_t align_up(uint64_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
 
 // Identity of a model file: its size and the FNV-1a hash of its first MiB (a GGUF header with
 // its metadata and tensor table: any re-quantization, re-conversion or edit changes it).
@@ -43,14 +45,18 @@ uint64_t extent_bytes(const ExpertLayerLayout& layer, std::array<uint64_t, kExpe
 
 }  // namespace
 
-std::string default_sidecar_path(const std::string& model_path) { return model_path + ".experts"; }
+std::string default_sidecar_path(const std::string& model_path) {
+  return model_path + ".experts";
+}
 
 void write_expert_sidecar(const ExpertLayout& layout, const std::string& model_path,
                           const std::string& out_path,
                           const std::function<void(uint64_t, uint64_t)>& progress) {
   if (layout.empty()) fail(model_path, ": has no routed experts to repack");
-  nlohmann::json header = {{"format", "sluice expert-major sidecar"}, {"version", 1},
-                           {"model", model_identity(model_path)}, {"layers", nlohmann::json::array()}};
+  nlohmann::json header = {{"format", "sluice expert-major sidecar"},
+                           {"version", 1},
+                           {"model", model_identity(model_path)},
+                           {"layers", nlohmann::json::array()}};
   uint64_t data = 0, total = 0;
   std::vector<std::array<uint64_t, kExpertParts>> part_at(layout.layers.size());
   std::vector<uint64_t> extent(layout.layers.size(), 0), first(layout.layers.size(), 0);
@@ -65,12 +71,17 @@ void write_expert_sidecar(const ExpertLayout& layout, const std::string& model_p
     for (size_t p = 0; p < kExpertParts; ++p) {
       const ExpertTensor& t = layer.parts[p];
       if (!t.present()) continue;
-      parts.push_back({{"part", expert_part_name(ExpertPart(p))}, {"tensor", t.name},
-                       {"type", std::string(qtype_name(t.type))}, {"bytes", t.expert_bytes},
+      parts.push_back({{"part", expert_part_name(ExpertPart(p))},
+                       {"tensor", t.name},
+                       {"type", std::string(qtype_name(t.type))},
+                       {"bytes", t.expert_bytes},
                        {"offset", part_at[il][p]}});
     }
-    header["layers"].push_back({{"layer", il}, {"n_expert", layer.n_expert}, {"extent_bytes", extent[il]},
-                                {"first_extent", first[il]}, {"parts", parts}});
+    header["layers"].push_back({{"layer", il},
+                                {"n_expert", layer.n_expert},
+                                {"extent_bytes", extent[il]},
+                                {"first_extent", first[il]},
+                                {"parts", parts}});
   }
   const std::string json = header.dump();
   const uint64_t data_start = align_up(16 + json.size());
@@ -93,7 +104,8 @@ void write_expert_sidecar(const ExpertLayout& layout, const std::string& model_p
       for (size_t p = 0; p < kExpertParts; ++p) {
         const ExpertTensor& t = layer.parts[p];
         if (!t.present()) continue;
-        files[t.file_index].read_at(t.offset_of(e), {buffer.data() + part_at[il][p], size_t(t.expert_bytes)});
+        files[t.file_index].read_at(t.offset_of(e),
+                                    {buffer.data() + part_at[il][p], size_t(t.expert_bytes)});
         done += t.expert_bytes;
       }
       out.write(buffer.data(), buffer.size());
@@ -129,7 +141,8 @@ void use_expert_sidecar(ExpertLayout& layout, const std::string& model_path,
   ExpertLayout updated = layout;
   for (const nlohmann::json& entry : header["layers"]) {
     const size_t il = entry.value("layer", size_t(0));
-    if (il >= updated.layers.size() || updated.layers[il].n_expert != entry.value("n_expert", int64_t(-1))) {
+    if (il >= updated.layers.size() ||
+        updated.layers[il].n_expert != entry.value("n_expert", int64_t(-1))) {
       fail(sidecar_path, ": layer ", il, " does not match the model's experts");
     }
     ExpertLayerLayout& layer = updated.layers[il];

@@ -9,11 +9,11 @@
 namespace sluice::experts {
 
 struct ExpertCounters {
-  uint64_t hits = 0;             // acquired experts already in memory (or resident)
-  uint64_t misses = 0;           // acquired experts that had to be read on demand
-  uint64_t experts_read = 0;     // experts read from disk (demand + speculative)
-  uint64_t bytes_read = 0;       // bytes read from disk
-  uint64_t evictions = 0;        // slots reused for another expert
+  uint64_t hits = 0;          // acquired experts already in memory (or resident)
+  uint64_t misses = 0;        // acquired experts that had to be read on demand
+  uint64_t experts_read = 0;  // experts read from disk (demand + speculative)
+  uint64_t bytes_read = 0;    // bytes read from disk
+  uint64_t evictions = 0;     // slots reused for another expert
   uint64_t speculative_reads = 0;
   uint64_t speculative_used = 0;    // speculative reads later acquired
   uint64_t speculative_wasted = 0;  // evicted or cancelled before any use

@@ -76,9 +76,9 @@ Placement plan_placement(const ExpertLayout& layout, const PlacementRequest& r) 
   };
   say("budget ", format_bytes(plan.budget),
       r.ram_budget != 0 ? " (--ram-budget)" : " (available memory minus max(10%, 2 GiB))");
-  say("resident: ", format_bytes(r.weight_bytes - plan.expert_bytes), " of weights (all but the routed experts) + ",
-      format_bytes(r.kv_bytes), " KV cache + ", format_bytes(r.scratch_bytes), " scratch = ",
-      format_bytes(plan.resident_bytes));
+  say("resident: ", format_bytes(r.weight_bytes - plan.expert_bytes),
+      " of weights (all but the routed experts) + ", format_bytes(r.kv_bytes), " KV cache + ",
+      format_bytes(r.scratch_bytes), " scratch = ", format_bytes(plan.resident_bytes));
   say("routed experts: ", layout.n_moe_layers(), " layers, ", format_bytes(plan.expert_bytes),
       " in all, ", format_bytes(layout.max_expert_bytes()), " per expert");
   if (plan.resident_bytes > plan.budget) {
@@ -105,9 +105,10 @@ Placement plan_placement(const ExpertLayout& layout, const PlacementRequest& r) 
       layout.n_expert_used, " (one token's experts of one layer); ", total_experts,
       " experts in all");
   if (plan.n_slots > fit) {
-    fail("--expert-cache ", r.n_slots, " needs ", format_bytes(uint64_t(plan.n_slots) * plan.slot_bytes),
-         " but the budget ", format_bytes(plan.budget), " leaves ", format_bytes(room),
-         " after the resident part (", fit, " slots)");
+    fail("--expert-cache ", r.n_slots, " needs ",
+         format_bytes(uint64_t(plan.n_slots) * plan.slot_bytes), " but the budget ",
+         format_bytes(plan.budget), " leaves ", format_bytes(room), " after the resident part (",
+         fit, " slots)");
   }
   if (plan.n_slots < layout.n_expert_used) {
     fail("the expert cache does not fit: the budget ", format_bytes(plan.budget), " leaves ",

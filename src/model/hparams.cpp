@@ -192,9 +192,10 @@ MoeHParams read_moe_hparams(const ArchMetadata& meta, const DecoderHParams& hp) 
   moe.n_ff_shexp =
       meta.checked("expert_shared_feed_forward_length",
                    meta.get_int("expert_shared_feed_forward_length", moe.n_ff_exp), 1, 1 << 20);
-  moe.n_layer_dense_lead = meta.checked("leading_dense_block_count",
-                                        meta.get_int("leading_dense_block_count", 0), 0, hp.n_layer);
-  moe.n_group = meta.checked("expert_group_count", meta.get_int("expert_group_count", 0), 0, moe.n_expert);
+  moe.n_layer_dense_lead = meta.checked(
+      "leading_dense_block_count", meta.get_int("leading_dense_block_count", 0), 0, hp.n_layer);
+  moe.n_group =
+      meta.checked("expert_group_count", meta.get_int("expert_group_count", 0), 0, moe.n_expert);
   moe.n_group_used = meta.checked("expert_group_used_count",
                                   meta.get_int("expert_group_used_count", 0), 0, moe.n_group);
   if (moe.n_group > 1 && moe.n_expert % moe.n_group != 0) {

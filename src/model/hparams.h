@@ -79,8 +79,8 @@ struct MoeHParams {
   int64_t n_group = 0;
   int64_t n_group_used = 0;
   float weights_scale = 0.0f;
-  std::optional<bool> weights_norm;       // absent: the architecture's default
-  std::optional<int64_t> gating_func;     // llama.cpp: 1 softmax, 2 sigmoid, 3 softmax of chosen
+  std::optional<bool> weights_norm;    // absent: the architecture's default
+  std::optional<int64_t> gating_func;  // llama.cpp: 1 softmax, 2 sigmoid, 3 softmax of chosen
 };
 MoeHParams read_moe_hparams(const ArchMetadata& meta, const DecoderHParams& hp);
 

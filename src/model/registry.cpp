@@ -23,6 +23,9 @@ constexpr ArchEntry kArchitectures[] = {
     {"muse-glimmer", make_muse_glimmer},
     {"qwen3moe", make_qwen3moe},
     {"olmoe", make_olmoe},
+    {"glm4moe", make_glm4moe},
+    {"deepseek2", make_deepseek2},
+    {"gpt-oss", make_gpt_oss},
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // WeightBinder's checks. Messages name the file, the tensor and what was expected.
 #include "model/weights.h"
 
+#include <charconv>
+
 #include "backend/cpu/vec_dot.h"
 #include "core/error.h"
 #include "quant/dequantize.h"
@@ -60,6 +62,22 @@ MatrixView WeightBinder::matrix(const std::string& name, int64_t n_cols, int64_t
   return MatrixView{info.type, file_.tensor_bytes(info).data(), n_cols, n_rows};
 }
 
+std::vector<MatrixView> WeightBinder::matrix_stack(const std::string& name, int64_t n_cols,
+                                                   int64_t n_rows, int64_t n_matrix) {
+  const TensorInfo& info = require(name, {n_cols, n_rows, n_matrix});
+  if (cpu::vec_dot_kernel(info.type).fn == nullptr) {
+    fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", name, "' has type ",
+         qtype_name(info.type), ", which has no matrix kernel");
+  }
+  const auto* bytes = file_.tensor_bytes(info).data();
+  const uint64_t matrix_bytes = *row_bytes(info.type, uint64_t(n_cols)) * uint64_t(n_rows);
+  std::vector<MatrixView> views;
+  for (int64_t i = 0; i < n_matrix; ++i) {
+    views.push_back(MatrixView{info.type, bytes + uint64_t(i) * matrix_bytes, n_cols, n_rows});
+  }
+  return views;
+}
+
 experts::ExpertTensor WeightBinder::expert_matrices(const std::string& name, int64_t n_cols,
                                                     int64_t n_rows, int64_t n_expert) {
   const TensorInfo& info = require(name, {n_cols, n_rows, n_expert});
@@ -110,6 +128,20 @@ std::optional<std::vector<float>> WeightBinder::optional_vector(const std::strin
 
 void WeightBinder::ignore(const std::string& name) {
   if (has(name)) bound_.insert(name);
+}
+
+void WeightBinder::ignore_layers_from(int64_t first_layer) {
+  for (const TensorInfo& info : file_.tensors()) {
+    if (info.name.rfind("blk.", 0) != 0) continue;
+    const char* digits = info.name.data() + 4;
+    const char* end = info.name.data() + info.name.size();
+    int64_t layer = 0;
+    const auto [stop, error] = std::from_chars(digits, end, layer);
+    if (error == std::errc() && stop != digits && stop != end && *stop == '.' &&
+        layer >= first_layer) {
+      bound_.insert(info.name);
+    }
+  }
 }
 
 void WeightBinder::check_all_bound() const {

@@ -24,6 +24,10 @@ class WeightBinder {
   MatrixView matrix(const std::string& name, int64_t n_cols, int64_t n_rows);
   std::optional<MatrixView> optional_matrix(const std::string& name, int64_t n_cols,
                                             int64_t n_rows);
+  // A [n_cols, n_rows, n_matrix] stack of resident matrices (MLA's per-head attn_k_b and
+  // attn_v_b), each viewed in place.
+  std::vector<MatrixView> matrix_stack(const std::string& name, int64_t n_cols, int64_t n_rows,
+                                       int64_t n_matrix);
   // A 1-D tensor of n elements, converted to float32.
   std::vector<float> vector(const std::string& name, int64_t n);
   std::optional<std::vector<float>> optional_vector(const std::string& name, int64_t n);
@@ -38,6 +42,9 @@ class WeightBinder {
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
   // Marks tensors the architecture knowingly ignores (e.g. rope_freqs it recomputes).
   void ignore(const std::string& name);
+  // Marks every tensor blk.<N>.* with N >= first_layer ignored: the NextN / multi-token
+  // prediction layers some files carry after the decoder's, which the forward does not run.
+  void ignore_layers_from(int64_t first_layer);
   // Refuses the file when any tensor was neither bound nor ignored, naming up to 5 of them.
   void check_all_bound() const;
 

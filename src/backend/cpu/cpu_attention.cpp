@@ -1,7 +1,8 @@
 // CpuBackend's KV writes and attention. Attention is one pass per (token, head) with an online
 // softmax (running max, rescaled sum), so no score buffer of context length is needed and
 // nothing is allocated. With an F16 cache it follows llama.cpp's CPU flash attention operation
-// for operation (f16_rows.h); with an F32 cache it accumulates in float32.
+// for operation (f16_rows.h); with an F32 cache it accumulates in float32. Attention sinks
+// (gpt-oss) join the softmax after the last cell, as ggml's flash attention adds them.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -79,8 +80,25 @@ struct HeadAttention {
       sum = sum * old_scale + weight;
     }
     float* out = call.out + (t * call.n_head + h) * dv;
+    for (int64_t d = 0; d < dv; ++d) out[d] = fp16_to_fp32(acc[d]);
+    finish(h, out, max_score, sum, dv);
+  }
+
+  // The sink of head h (if any) joins the sum as ggml adds it after the last cell — the float
+  // accumulator rescaled when the sink is the new maximum — then out = acc / sum.
+  void finish(int64_t h, float* out, float max_score, float sum, int64_t dv) const {
+    if (call.sinks != nullptr) {
+      const float sink = call.sinks[h];
+      if (sink > max_score) {
+        const float rescale = std::exp(max_score - sink);
+        for (int64_t d = 0; d < dv; ++d) out[d] *= rescale;
+        sum = std::fma(sum, rescale, 1.0f);
+      } else {
+        sum += std::exp(sink - max_score);
+      }
+    }
     const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-    for (int64_t d = 0; d < dv; ++d) out[d] = fp16_to_fp32(acc[d]) * inv;
+    for (int64_t d = 0; d < dv; ++d) out[d] *= inv;
   }
 
   // F16 cells in chunks of 64 or more tokens, as llama.cpp's tiled flash attention computes
@@ -141,11 +159,12 @@ struct HeadAttention {
       }
     }
     float* out = call.out + (t * call.n_head + h) * dv;
-    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
-    for (int64_t d = 0; d < dv; ++d) out[d] = acc[d] * inv;
+    std::memcpy(out, acc, sizeof(float) * size_t(dv));
+    finish(h, out, max_score, sum, dv);
   }
 
-  // F32 cells: the same online softmax with a float accumulator.
+  // F32 cells: the same online softmax with a float accumulator; a sink starts it as one more
+  // score with a zero value (ggml's soft_max takes it into the maximum and the sum).
   void run_float(int64_t t, int64_t h, int64_t kv_head, int64_t first, int64_t pos) const {
     const KvLayerView& kv = call.kv;
     const int64_t dk = kv.head_dim_k;
@@ -155,6 +174,10 @@ struct HeadAttention {
     std::memset(acc, 0, sizeof(float) * size_t(dv));
     float max_score = -std::numeric_limits<float>::infinity();
     float sum = 0.0f;
+    if (call.sinks != nullptr) {
+      max_score = call.sinks[h];
+      sum = 1.0f;
+    }
     for (int64_t p = first; p <= pos; ++p) {
       const int64_t cell = p % kv.capacity;
       const float* k = static_cast<const float*>(kv.k) + (cell * kv.n_head_kv + kv_head) * dk;
@@ -206,8 +229,9 @@ void CpuBackend::attention(const AttentionCall& call) {
   const HeadAttention head{call, vec_dot_kernel(QType::F32).fn, half_row_kernels()};
   const bool tiled =
       kv.type == KvElement::kF16 && call.n_tokens >= kTiledMinRows && kv.head_dim_v % 8 == 0;
-  if (tiled && isa_supported(CpuIsa::kAvx2) && kv.head_dim_k <= kTiledMaxHeadDim &&
-      kv.head_dim_v <= kTiledMaxHeadDim) {
+  // The AVX2 kernel has no sinks; with them the scalar run_tiled computes the same numbers.
+  if (tiled && call.sinks == nullptr && isa_supported(CpuIsa::kAvx2) &&
+      kv.head_dim_k <= kTiledMaxHeadDim && kv.head_dim_v <= kTiledMaxHeadDim) {
     // Work items: (head, block of 64 query rows); each converts a tile's keys and values once.
     const int64_t n_blocks = (call.n_tokens + kTiledBlockRows - 1) / kTiledBlockRows;
     parallel(call.n_head * n_blocks, 1, [&](int64_t lo, int64_t hi) {

@@ -1,10 +1,13 @@
 // CpuBackend's matmul, embedding lookup and element-wise ops (attention and the KV writes are
 // in cpu_attention.cpp). The float math follows ggml's CPU ops where that decides results:
-// RMS norm sums squares in double, RoPE advances theta by repeated multiplication in float.
+// RMS norm sums squares in double, RoPE advances theta by repeated multiplication in float and
+// follows ggml's rope_yarn for YaRN.
 #include "backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 
 #include "backend/cpu/activation_quantize.h"
 #include "backend/cpu/silu.h"
@@ -91,6 +94,36 @@ void CpuBackend::rms_norm(const float* x, const float* weight, float* y, int64_t
   }
 }
 
+namespace {
+
+// ggml_rope_yarn_corr_dims: the first and last dimension pair YaRN ramps between — the pairs
+// that turn beta_fast resp. beta_slow times over the original context.
+void yarn_corr_dims(int64_t n_rot, const RopeConfig& c, float dims[2]) {
+  const auto corr_dim = [&](float beta) {
+    return float(n_rot) *
+           std::log(float(c.n_ctx_orig) / (beta * 2.0f * std::numbers::pi_v<float>)) /
+           (2.0f * std::log(c.freq_base));
+  };
+  dims[0] = std::max(0.0f, std::floor(corr_dim(c.beta_fast)));
+  dims[1] = std::min(float(n_rot - 1), std::ceil(corr_dim(c.beta_slow)));
+}
+
+// ggml's rope_yarn for pair i: the interpolated angle, blended toward the original one below
+// the ramp, and the magnitude scale, as its build computes them (a*b + c*d fused on a*b).
+void yarn_angle(float theta_extrap, int64_t i, const RopeConfig& c, const float dims[2],
+                float* angle, float* mscale) {
+  const float theta_interp = c.freq_scale * theta_extrap;
+  *angle = theta_interp;
+  *mscale = c.attn_factor;
+  if (c.ext_factor == 0.0f) return;
+  const float y = (float(i) - dims[0]) / std::max(0.001f, dims[1] - dims[0]);
+  const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * c.ext_factor;
+  *angle = std::fma(theta_interp, 1.0f - ramp_mix, theta_extrap * ramp_mix);
+  *mscale *= std::fma(0.1f, std::log(1.0f / c.freq_scale), 1.0f);
+}
+
+}  // namespace
+
 void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
                       const RopeConfig& config) {
   if (config.style == RopeStyle::kNone || config.n_rot == 0) return;
@@ -100,14 +133,22 @@ void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_d
   float cos_cache[kMaxRot / 2];
   float sin_cache[kMaxRot / 2];
   if (n_rot > kMaxRot || n_rot > head_dim || n_rot % 2 != 0) fail("rope: bad n_rot ", n_rot);
+  float dims[2] = {0.0f, 0.0f};
+  if (config.ext_factor != 0.0f) {
+    if (config.n_ctx_orig <= 0) fail("rope: YaRN needs the original context length");
+    yarn_corr_dims(n_rot, config, dims);
+  }
   for (int64_t t = 0; t < n_tokens; ++t) {
     // theta_i = pos * base^(-2i/n_rot), advanced by multiplication as ggml does.
     float theta = float(pos0 + t);
     for (int64_t i = 0; i < n_rot / 2; ++i) {
       const float factor = config.freq_factors != nullptr ? config.freq_factors[i] : 1.0f;
-      const float angle = config.freq_scale * (theta / factor);
-      cos_cache[i] = std::cos(angle);
-      sin_cache[i] = std::sin(angle);
+      float angle = 0.0f;
+      float mscale = 1.0f;
+      yarn_angle(theta / factor, i, config, dims, &angle, &mscale);
+      // mscale is exactly 1 without YaRN or an attention factor: the products change nothing.
+      cos_cache[i] = std::cos(angle) * mscale;
+      sin_cache[i] = std::sin(angle) * mscale;
       theta *= theta_scale;
     }
     for (int64_t h = 0; h < n_head; ++h) {
@@ -134,6 +175,11 @@ void CpuBackend::glu(GluActivation act, float* gate, const float* up, int64_t n_
   }
   if (act == GluActivation::kGeluTanhF16) {
     geglu_f16_rows(gate, up, n_rows * n_cols);
+    return;
+  }
+  if (act == GluActivation::kSwigluOai) {
+    // llama.cpp's constants for gpt-oss (build_moe_ffn, LLM_FFN_SWIGLU_OAI_MOE).
+    swiglu_oai(gate, up, n_rows * n_cols, 1.702f, 7.0f);
     return;
   }
   for (int64_t i = 0; i < n_rows * n_cols; ++i) gate[i] = gelu_tanh(gate[i]) * up[i];

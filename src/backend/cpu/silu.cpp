@@ -1,7 +1,8 @@
-// exp_polynomial and swiglu_rows (see silu.h). Written element-wise with explicit fused
-// multiply-adds so any compiler and ISA produce the vector algorithm's exact results.
+// exp_polynomial, swiglu_rows, the GELUs and swiglu_oai (see silu.h). Written element-wise with
+// explicit fused multiply-adds so any compiler and ISA give the vector algorithm's exact results.
 #include "backend/cpu/silu.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 
@@ -69,6 +70,15 @@ void geglu_f16_rows(float* gate, const float* up, int64_t n) {
       g = fp16_to_fp32(fp32_to_fp16(gelu_tanh_fused(fp16_to_fp32(fp32_to_fp16(x)))));
     }
     gate[i] = g * up[i];
+  }
+}
+
+void swiglu_oai(float* gate, const float* up, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(gate[i], limit);
+    const float y = std::clamp(up[i], -limit, limit);
+    const float glu = x / (1.0f + std::exp(alpha * (-x)));
+    gate[i] = glu * (y + 1.0f);
   }
 }
 

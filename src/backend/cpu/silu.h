@@ -22,4 +22,9 @@ float gelu_tanh(float x);
 // 10, otherwise the GELU of x rounded to half, itself rounded to half (ggml's lookup table).
 void geglu_f16_rows(float* gate, const float* up, int64_t n);
 
+// gate[i] = gpt-oss's clamped SwiGLU of (gate[i], up[i]) as ggml's swiglu_oai computes it:
+// x = min(gate, limit), y = clamp(up, -limit, limit), x / (1 + expf(alpha * -x)) * (y + 1),
+// element by element with libm's expf (ggml has no vector form of this op).
+void swiglu_oai(float* gate, const float* up, int64_t n, float alpha, float limit);
+
 }  // namespace sluice::cpu

@@ -17,5 +17,8 @@ std::unique_ptr<LanguageModel> make_gemma3(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_muse_glimmer(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_qwen3moe(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_olmoe(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_glm4moe(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_deepseek2(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_gpt_oss(const ModelFile& file);
 
 }  // namespace sluice::model

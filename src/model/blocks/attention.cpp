@@ -81,6 +81,7 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
     backend.scale(q, config.scale, n_tokens * s.n_head * s.head_dim_k);
     call.scale = 1.0f;
   }
+  call.sinks = w.sinks.empty() ? nullptr : w.sinks.data();
   call.kv = kv_layer;
   backend.attention(call);
   const int64_t o_dim = s.n_head * s.head_dim_v;

@@ -1,6 +1,7 @@
 // Self-attention block of decoder transformers: Q/K/V projections (optional biases), optional
 // per-head RMS norm of Q and K, RoPE, the KV-cache write, grouped-query attention over the cache
-// (optionally sliding), an optional sigmoid output gate, and the output projection.
+// (optionally sliding, optionally with per-head sinks), an optional sigmoid output gate, and the
+// output projection.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ struct AttentionWeights {
   std::vector<float> bq, bk, bv, bo;  // empty when the model has none
   std::vector<float> q_norm, k_norm;  // [dk] (or all heads) RMS norm weights; empty when none
   MatrixView gate;                    // [n_embd, n_head*dv]; data == nullptr when none
+  std::vector<float> sinks;           // [n_head] attention-sink logits (gpt-oss); empty when none
 };
 
 struct AttentionShape {

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
+#include "quant/dequantize.h"
+
 namespace sluice::model {
 namespace {
 
@@ -25,8 +28,27 @@ void acquire_window(experts::ExpertSource& source, int64_t layer, int32_t* exper
   std::partition(experts, experts + n, [&](int32_t e) { return source.ready(layer, e); });
 }
 
+// Adds expert's row of a per-expert bias table (if any) to each of the m rows of x.
+void add_expert_bias(Backend& backend, const std::vector<float>& bias, int32_t expert, float* x,
+                     int64_t m, int64_t n) {
+  if (!bias.empty()) backend.add_bias(x, bias.data() + int64_t(expert) * n, m, n);
+}
+
+// A [n, n_expert] float tensor of per-expert biases, read whole to float32.
+std::vector<float> expert_biases(WeightBinder& binder, const std::string& name, int64_t n,
+                                 int64_t n_expert) {
+  const MatrixView view = binder.matrix(name, n, n_expert);
+  if (!traits_of(view.type).is_float) {
+    fail("tensor '", name, "' has type ", qtype_name(view.type), ", expected floating point");
+  }
+  std::vector<float> values(size_t(n * n_expert));
+  dequantize_row(view.type, view.data, values.data(), n * n_expert);
+  return values;
+}
+
 // Runs one expert's gated FFN on the tokens routed to it and files each output row under
-// (token, choice).
+// (token, choice). Biases follow llama.cpp's order: up, gate and down each right after their
+// matmul.
 void run_expert(Backend& backend, const MoeFfnWeights& w, const experts::ExpertWeights& ew,
                 int32_t expert, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s) {
   const int64_t k = w.config.n_expert_used;
@@ -42,10 +64,14 @@ void run_expert(Backend& backend, const MoeFfnWeights& w, const experts::ExpertW
   }
   backend.matmul(ew.part(ExpertPart::kGate), s.x_expert.data(), s.gate.data(), m);
   backend.matmul(ew.part(ExpertPart::kUp), s.x_expert.data(), s.up.data(), m);
+  add_expert_bias(backend, w.up_bias, expert, s.up.data(), m, w.n_ff);
+  add_expert_bias(backend, w.gate_bias, expert, s.gate.data(), m, w.n_ff);
   backend.glu(w.act, s.gate.data(), s.up.data(), m, w.n_ff);
   backend.matmul(ew.part(ExpertPart::kDown), s.gate.data(), s.y_expert.data(), m);
+  add_expert_bias(backend, w.down_bias, expert, s.y_expert.data(), m, n_embd);
   for (int64_t i = 0; i < m; ++i) {
-    float* dst = s.outputs.data() + (int64_t(s.tokens[size_t(i)]) * k + s.choice[size_t(i)]) * n_embd;
+    float* dst =
+        s.outputs.data() + (int64_t(s.tokens[size_t(i)]) * k + s.choice[size_t(i)]) * n_embd;
     std::memcpy(dst, s.y_expert.data() + i * n_embd, size_t(n_embd) * sizeof(float));
   }
 }
@@ -59,8 +85,9 @@ MoeFfnWeights bind_moe_ffn(WeightBinder& binder, int64_t layer, int64_t n_embd, 
   w.n_ff = n_ff;
   const int64_t n_expert = config.n_expert;
   w.router.gate = binder.matrix(layer_tensor(layer, "ffn_gate_inp.weight"), n_embd, n_expert);
-  w.router.selection_bias = binder.optional_vector(layer_tensor(layer, "exp_probs_b.bias"), n_expert)
-                                .value_or(std::vector<float>{});
+  w.router.selection_bias =
+      binder.optional_vector(layer_tensor(layer, "exp_probs_b.bias"), n_expert)
+          .value_or(std::vector<float>{});
   experts::ExpertLayerLayout& l = layout.layers.at(size_t(layer));
   l.n_expert = n_expert;
   l.parts[size_t(ExpertPart::kGate)] =
@@ -70,6 +97,14 @@ MoeFfnWeights bind_moe_ffn(WeightBinder& binder, int64_t layer, int64_t n_embd, 
   l.parts[size_t(ExpertPart::kDown)] =
       binder.expert_matrices(layer_tensor(layer, "ffn_down_exps.weight"), n_ff, n_embd, n_expert);
   return w;
+}
+
+void bind_moe_biases(WeightBinder& binder, int64_t layer, int64_t n_embd, MoeFfnWeights& w) {
+  const int64_t n_expert = w.config.n_expert;
+  w.router.gate_bias = binder.vector(layer_tensor(layer, "ffn_gate_inp.bias"), n_expert);
+  w.gate_bias = expert_biases(binder, layer_tensor(layer, "ffn_gate_exps.bias"), w.n_ff, n_expert);
+  w.up_bias = expert_biases(binder, layer_tensor(layer, "ffn_up_exps.bias"), w.n_ff, n_expert);
+  w.down_bias = expert_biases(binder, layer_tensor(layer, "ffn_down_exps.bias"), n_embd, n_expert);
 }
 
 void MoeScratch::reserve(const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch) {
@@ -86,8 +121,7 @@ void MoeScratch::reserve(const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch
 }
 
 void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
-               int64_t layer, const float* x, int64_t n_tokens, MoeScratch& s,
-               const Trace& trace) {
+               int64_t layer, const float* x, int64_t n_tokens, MoeScratch& s, const Trace& trace) {
   route_tokens(backend, w.router, w.config, layer, x, n_tokens, s.router, trace);
   distinct_experts(s.router, n_tokens * w.config.n_expert_used, s.experts);
   s.window = std::min(s.experts.size(), source.max_acquire());

@@ -23,6 +23,9 @@ struct MoeFfnWeights {
   RouterConfig config;
   int64_t n_ff = 0;  // per expert
   GluActivation act = GluActivation::kSilu;
+  // Per-expert biases (gpt-oss), small enough to stay resident: expert e's rows at e * n_ff
+  // (gate, up) and e * n_embd (down), added to that expert's outputs. Empty when none.
+  std::vector<float> gate_bias, up_bias, down_bias;
 };
 
 // Binds blk.<layer>.ffn_gate_inp.weight (+ optional exp_probs_b.bias) and the expert stacks
@@ -30,16 +33,20 @@ struct MoeFfnWeights {
 MoeFfnWeights bind_moe_ffn(WeightBinder& binder, int64_t layer, int64_t n_embd, int64_t n_ff,
                            const RouterConfig& config, experts::ExpertLayout& layout);
 
+// Binds the biases of a layer whose router and experts have them (gpt-oss), all required:
+// blk.<layer>.ffn_gate_inp.bias [n_expert] and ffn_{gate,up,down}_exps.bias [n, n_expert].
+void bind_moe_biases(WeightBinder& binder, int64_t layer, int64_t n_embd, MoeFfnWeights& w);
+
 struct MoeScratch {
   RouterScratch router;
-  std::vector<float> x_expert;     // [n_batch, n_embd] inputs gathered for one expert
-  std::vector<float> gate, up;     // [n_batch, n_ff]
-  std::vector<float> y_expert;     // [n_batch, n_embd] one expert's outputs
-  std::vector<float> outputs;      // [n_batch, n_expert_used, n_embd] per token and choice
-  std::vector<int32_t> experts;    // [n_batch * n_expert_used] distinct chosen experts
-  size_t window = 0;               // how many of them the current acquire pinned
-  std::vector<int32_t> tokens;     // [n_batch] tokens routed to one expert
-  std::vector<int32_t> choice;     // [n_batch] which of the token's choices that expert is
+  std::vector<float> x_expert;   // [n_batch, n_embd] inputs gathered for one expert
+  std::vector<float> gate, up;   // [n_batch, n_ff]
+  std::vector<float> y_expert;   // [n_batch, n_embd] one expert's outputs
+  std::vector<float> outputs;    // [n_batch, n_expert_used, n_embd] per token and choice
+  std::vector<int32_t> experts;  // [n_batch * n_expert_used] distinct chosen experts
+  size_t window = 0;             // how many of them the current acquire pinned
+  std::vector<int32_t> tokens;   // [n_batch] tokens routed to one expert
+  std::vector<int32_t> choice;   // [n_batch] which of the token's choices that expert is
   void reserve(const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch);
 };
 

@@ -34,8 +34,12 @@ class PreNormDecoder final : public LanguageModel {
     const ArchMetadata meta(file, arch);
     hp_ = read_decoder_hparams(meta);
     summary_ = {arch, hp_.n_vocab, hp_.n_embd, hp_.n_layer, hp_.n_ctx_train};
-    shape_ = {hp_.n_embd,     hp_.n_head,  hp_.n_head_kv,
-              hp_.head_dim_k, hp_.head_dim_v, hp_.rms_eps,
+    shape_ = {hp_.n_embd,
+              hp_.n_head,
+              hp_.n_head_kv,
+              hp_.head_dim_k,
+              hp_.head_dim_v,
+              hp_.rms_eps,
               options.qk_norm_across_heads};
 
     WeightBinder binder(file);
@@ -123,11 +127,12 @@ class PreNormDecoder final : public LanguageModel {
       backend.rms_norm(x, layer.ffn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
       trace("ffn_norm", il, xn_.data(), n_embd);
       if (layer.is_moe) {
-        if (request.experts == nullptr) fail(summary_.architecture, ": MoE forward without experts");
+        if (request.experts == nullptr)
+          fail(summary_.architecture, ": MoE forward without experts");
         moe_route(backend, layer.moe, *request.experts, il, xn_.data(), n, moe_scratch_, trace);
         prefetch_next_layer(backend, *request.experts, il, x, n);
-        moe_compute(backend, layer.moe, *request.experts, il, xn_.data(), n, n_embd,
-                    moe_scratch_, branch_.data(), trace);
+        moe_compute(backend, layer.moe, *request.experts, il, xn_.data(), n, n_embd, moe_scratch_,
+                    branch_.data(), trace);
       } else {
         glu_ffn(backend, layer.ffn, GluActivation::kSilu, il, xn_.data(), n, ffn_scratch_,
                 branch_.data(), trace);
@@ -164,9 +169,9 @@ class PreNormDecoder final : public LanguageModel {
   std::vector<Layer> layers_;
 
   int64_t reserved_ = 0;
-  std::vector<float> x_;       // [n_batch, n_embd] the residual stream
-  std::vector<float> xn_;      // [n_batch, n_embd] its normed copy
-  std::vector<float> branch_;  // [n_batch, n_embd] attention or FFN output
+  std::vector<float> x_;        // [n_batch, n_embd] the residual stream
+  std::vector<float> xn_;       // [n_batch, n_embd] its normed copy
+  std::vector<float> branch_;   // [n_batch, n_embd] attention or FFN output
   std::vector<float> spec_xn_;  // [n_batch, n_embd] the hidden state normed for speculation
   AttentionScratch attn_scratch_;
   FfnScratch ffn_scratch_;

@@ -24,9 +24,9 @@ enum class MoeUse : uint8_t {
 
 struct PreNormDecoderOptions {
   RopeStyle rope_style = RopeStyle::kNormal;
-  bool require_qkv_bias = false;       // qwen2: attn_{q,k,v}.bias must be present
-  bool require_qk_norm = false;        // qwen3: attn_{q,k}_norm must be present
-  bool qk_norm_across_heads = false;   // olmoe: one Q norm over all heads
+  bool require_qkv_bias = false;      // qwen2: attn_{q,k,v}.bias must be present
+  bool require_qk_norm = false;       // qwen3: attn_{q,k}_norm must be present
+  bool qk_norm_across_heads = false;  // olmoe: one Q norm over all heads
   MoeUse moe = MoeUse::kNone;
   bool moe_norm_weights = true;  // when the file has no expert_weights_norm
 };

@@ -77,12 +77,16 @@ void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& 
                   const float* x, int64_t n_tokens, RouterScratch& s, const Trace& trace) {
   float* probs = s.probs.data();
   backend.matmul(w.gate, x, probs, n_tokens);
-  if (!w.gate_bias.empty()) backend.add_bias(probs, w.gate_bias.data(), n_tokens, c.n_expert);
   trace("ffn_moe_logits", layer, probs, c.n_expert);
+  if (!w.gate_bias.empty()) {
+    backend.add_bias(probs, w.gate_bias.data(), n_tokens, c.n_expert);
+    trace("ffn_moe_logits_biased", layer, probs, c.n_expert);
+  }
   if (c.gating == ExpertGating::kSoftmax) {
     backend.softmax_rows(probs, n_tokens, c.n_expert);
   } else if (c.gating == ExpertGating::kSigmoid) {
-    for (int64_t i = 0; i < n_tokens * c.n_expert; ++i) probs[i] = 1.0f / (1.0f + std::exp(-probs[i]));
+    for (int64_t i = 0; i < n_tokens * c.n_expert; ++i)
+      probs[i] = 1.0f / (1.0f + std::exp(-probs[i]));
   }
   trace("ffn_moe_probs", layer, probs, c.n_expert);
 
@@ -90,7 +94,8 @@ void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& 
     const float* token_probs = probs + t * c.n_expert;
     float* selection = s.selection.data();
     for (int64_t e = 0; e < c.n_expert; ++e) {
-      selection[e] = token_probs[e] + (w.selection_bias.empty() ? 0.0f : w.selection_bias[size_t(e)]);
+      selection[e] =
+          token_probs[e] + (w.selection_bias.empty() ? 0.0f : w.selection_bias[size_t(e)]);
     }
     if (c.n_group > 1) mask_groups(selection, c, s);
     sort_descending(selection, c.n_expert, s.order);

@@ -1,0 +1,92 @@
+// The DeepSeekMoE feed-forward: dense lead layers, routed experts plus shared experts, the
+// shared experts' output added to the routed sum before the residual (llama.cpp's order).
+#include "model/blocks/deepseek_moe.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace sluice::model {
+
+RouterConfig deepseek_moe_router(const MoeHParams& moe, ExpertGating default_gating) {
+  RouterConfig config;
+  config.n_expert = moe.n_expert;
+  config.n_expert_used = moe.n_expert_used;
+  config.gating = default_gating;
+  if (moe.gating_func) {  // llama.cpp's enum: 1 softmax, 2 sigmoid, 3 softmax of the chosen
+    config.gating = *moe.gating_func == 1   ? ExpertGating::kSoftmax
+                    : *moe.gating_func == 2 ? ExpertGating::kSigmoid
+                                            : ExpertGating::kSoftmaxWeight;
+  }
+  config.norm_weights = moe.weights_norm.value_or(false);
+  config.weights_scale = moe.weights_scale;
+  config.n_group = moe.n_group;
+  config.n_group_used = moe.n_group_used;
+  return config;
+}
+
+DeepSeekMoeWeights bind_deepseek_moe(WeightBinder& binder, int64_t layer, int64_t n_embd,
+                                     int64_t n_ff, const MoeHParams& moe,
+                                     const RouterConfig& router, experts::ExpertLayout& layout) {
+  DeepSeekMoeWeights w;
+  w.is_moe = layer >= moe.n_layer_dense_lead;
+  if (!w.is_moe) {
+    w.dense = bind_glu_ffn(binder, layer, n_embd, n_ff);
+    return w;
+  }
+  w.routed = bind_moe_ffn(binder, layer, n_embd, moe.n_ff_exp, router, layout);
+  if (moe.n_expert_shared > 0) {
+    // llama.cpp sizes the shared experts as n_ff_exp * n_expert_shared, whatever
+    // expert_shared_feed_forward_length says.
+    const int64_t n_ff_shexp = moe.n_ff_exp * moe.n_expert_shared;
+    w.shared.gate = binder.matrix(layer_tensor(layer, "ffn_gate_shexp.weight"), n_embd, n_ff_shexp);
+    w.shared.up = binder.matrix(layer_tensor(layer, "ffn_up_shexp.weight"), n_embd, n_ff_shexp);
+    w.shared.down = binder.matrix(layer_tensor(layer, "ffn_down_shexp.weight"), n_ff_shexp, n_embd);
+  }
+  return w;
+}
+
+void DeepSeekMoeScratch::reserve(const std::vector<DeepSeekMoeWeights>& layers, int64_t n_embd,
+                                 int64_t n_batch) {
+  int64_t n_ff = 0;
+  bool moe_reserved = false;
+  for (const DeepSeekMoeWeights& w : layers) {
+    n_ff = std::max(n_ff, w.is_moe ? w.shared.gate.n_rows : w.dense.gate.n_rows);
+    if (w.is_moe && !moe_reserved) {
+      moe.reserve(w.routed, n_embd, n_batch);
+      moe_reserved = true;
+    }
+  }
+  ffn.reserve(n_ff, n_batch);
+  shared.resize(size_t(n_batch * n_embd));
+}
+
+void deepseek_moe_route(Backend& backend, const DeepSeekMoeWeights& w,
+                        experts::ExpertSource* source, int64_t layer, const float* x,
+                        int64_t n_tokens, DeepSeekMoeScratch& s, const Trace& trace) {
+  if (!w.is_moe) return;
+  if (source == nullptr) fail("MoE layer ", layer, ": forward without an expert source");
+  moe_route(backend, w.routed, *source, layer, x, n_tokens, s.moe, trace);
+}
+
+void deepseek_moe_compute(Backend& backend, const DeepSeekMoeWeights& w,
+                          experts::ExpertSource* source, int64_t layer, const float* x,
+                          int64_t n_tokens, int64_t n_embd, DeepSeekMoeScratch& s, float* out,
+                          const Trace& trace) {
+  if (!w.is_moe) {
+    glu_ffn(backend, w.dense, GluActivation::kSilu, layer, x, n_tokens, s.ffn, out, trace);
+    return;
+  }
+  moe_compute(backend, w.routed, *source, layer, x, n_tokens, n_embd, s.moe, out, trace);
+  if (w.shared.gate.data != nullptr) {
+    // The shared experts' inner tensors stay untraced: llama.cpp names them as the dense
+    // FFN's, and the layer's ffn_out is the sum below.
+    glu_ffn(backend, w.shared, GluActivation::kSilu, layer, x, n_tokens, s.ffn, s.shared.data(),
+            Trace{});
+    trace("ffn_shexp", layer, s.shared.data(), n_embd);
+    backend.add(out, s.shared.data(), n_tokens * n_embd);
+  }
+  trace("ffn_out", layer, out, n_embd);
+}
+
+}  // namespace sluice::model

@@ -1,0 +1,57 @@
+// DeepSeekMoE feed-forward: the FFN of DeepSeek V2/V3 and GLM-4.5. The first
+// leading_dense_block_count layers have a dense gated FFN; every later layer routes each token
+// to fine-grained experts (blocks/moe_ffn) and adds always-on shared experts, one dense gated
+// FFN of n_expert_shared * n_ff_exp (ffn_{gate,up,down}_shexp), summed as llama.cpp sums them:
+// routed + shared. Knows no architecture.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "experts/expert_layout.h"
+#include "experts/expert_source.h"
+#include "model/blocks/ffn.h"
+#include "model/blocks/moe_ffn.h"
+#include "model/blocks/trace.h"
+#include "model/hparams.h"
+#include "model/weights.h"
+
+namespace sluice::model {
+
+struct DeepSeekMoeWeights {
+  bool is_moe = false;
+  GluFfnWeights dense;   // when !is_moe
+  MoeFfnWeights routed;  // when is_moe
+  GluFfnWeights shared;  // when is_moe; shared.gate.data == nullptr when the file has none
+};
+
+// The router the file's keys describe: expert_gating_func (absent: default_gating), weights
+// normalised when expert_weights_norm says so, expert_weights_scale, expert groups.
+RouterConfig deepseek_moe_router(const MoeHParams& moe, ExpertGating default_gating);
+
+// Layer `layer` < moe.n_layer_dense_lead binds ffn_{gate,up,down} of n_ff; a later one the router,
+// the expert stacks (into layout) and, when moe.n_expert_shared > 0, the shared experts.
+DeepSeekMoeWeights bind_deepseek_moe(WeightBinder& binder, int64_t layer, int64_t n_embd,
+                                     int64_t n_ff, const MoeHParams& moe,
+                                     const RouterConfig& router, experts::ExpertLayout& layout);
+
+struct DeepSeekMoeScratch {
+  MoeScratch moe;
+  FfnScratch ffn;             // the dense layers' and the shared experts' gate/up
+  std::vector<float> shared;  // [n_batch, n_embd] the shared experts' output
+  void reserve(const std::vector<DeepSeekMoeWeights>& layers, int64_t n_embd, int64_t n_batch);
+};
+
+// In two halves, as moe_route / moe_compute, so the caller can start speculative reads between:
+// deepseek_moe_route routes x [n_tokens, n_embd] and acquires the chosen experts (nothing for a
+// dense layer); deepseek_moe_compute writes out [n_tokens, n_embd].
+void deepseek_moe_route(Backend& backend, const DeepSeekMoeWeights& w,
+                        experts::ExpertSource* source, int64_t layer, const float* x,
+                        int64_t n_tokens, DeepSeekMoeScratch& scratch, const Trace& trace);
+void deepseek_moe_compute(Backend& backend, const DeepSeekMoeWeights& w,
+                          experts::ExpertSource* source, int64_t layer, const float* x,
+                          int64_t n_tokens, int64_t n_embd, DeepSeekMoeScratch& scratch, float* out,
+                          const Trace& trace);
+
+}  // namespace sluice::model

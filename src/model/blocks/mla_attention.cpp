@@ -1,0 +1,149 @@
+// Multi-head latent attention, step for step as llama.cpp's deepseek2 graph with is_mla (the
+// split attn_k_b / attn_v_b form): the latent is normed after the rotary parts are split off,
+// the queries are [absorbed latent | roped part] and the cached key [latent | roped part].
+#include "model/blocks/mla_attention.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace sluice::model {
+namespace {
+
+// dst[t * dst_stride ..+ n] = src[t * src_stride ..+ n] for t < n_tokens.
+void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t n,
+               int64_t n_tokens) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    std::memcpy(dst + t * dst_stride, src + t * src_stride, size_t(n) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+MlaWeights bind_mla_attention(WeightBinder& binder, int64_t layer, const MlaShape& s) {
+  MlaWeights w;
+  const int64_t q_dim = s.n_head * s.head_dim_q();
+  if (s.q_lora_rank > 0) {
+    w.wq_a = binder.matrix(layer_tensor(layer, "attn_q_a.weight"), s.n_embd, s.q_lora_rank);
+    w.q_a_norm = binder.vector(layer_tensor(layer, "attn_q_a_norm.weight"), s.q_lora_rank);
+    w.wq_b = binder.matrix(layer_tensor(layer, "attn_q_b.weight"), s.q_lora_rank, q_dim);
+  } else {
+    w.wq = binder.matrix(layer_tensor(layer, "attn_q.weight"), s.n_embd, q_dim);
+  }
+  w.wkv_a = binder.matrix(layer_tensor(layer, "attn_kv_a_mqa.weight"), s.n_embd,
+                          s.kv_lora_rank + s.n_rot);
+  w.kv_a_norm = binder.vector(layer_tensor(layer, "attn_kv_a_norm.weight"), s.kv_lora_rank);
+  if (binder.has(layer_tensor(layer, "attn_kv_b.weight")) &&
+      !binder.has(layer_tensor(layer, "attn_k_b.weight"))) {
+    fail("blk.", layer,
+         ".attn_kv_b.weight: the combined MLA up-projection of older conversions is "
+         "not supported; convert the model again (split attn_k_b / attn_v_b)");
+  }
+  w.wk_b = binder.matrix_stack(layer_tensor(layer, "attn_k_b.weight"), s.head_dim_nope,
+                               s.kv_lora_rank, s.n_head);
+  w.wv_b = binder.matrix_stack(layer_tensor(layer, "attn_v_b.weight"), s.kv_lora_rank, s.head_dim_v,
+                               s.n_head);
+  w.wo =
+      binder.matrix(layer_tensor(layer, "attn_output.weight"), s.n_head * s.head_dim_v, s.n_embd);
+  return w;
+}
+
+void MlaScratch::reserve(const MlaShape& s, int64_t n_batch) {
+  const int64_t dk = s.kv_lora_rank + s.n_rot;
+  q_a.resize(size_t(n_batch * s.q_lora_rank));
+  q.resize(size_t(n_batch * s.n_head * s.head_dim_q()));
+  kv.resize(size_t(n_batch * dk));
+  q_pe.resize(size_t(n_batch * s.n_head * s.n_rot));
+  k_pe.resize(size_t(n_batch * s.n_rot));
+  q_head.resize(size_t(n_batch * std::max(s.head_dim_nope, s.kv_lora_rank)));
+  head.resize(size_t(n_batch * std::max(s.kv_lora_rank, s.head_dim_v)));
+  q_mqa.resize(size_t(n_batch * s.n_head * dk));
+  k_row.resize(size_t(n_batch * dk));
+  v_row.resize(size_t(n_batch * s.kv_lora_rank));
+  latent.resize(size_t(n_batch * s.n_head * s.kv_lora_rank));
+  attn.resize(size_t(n_batch * s.n_head * s.head_dim_v));
+}
+
+namespace {
+
+// Everything before the cache write: the queries attention reads (scratch.q_mqa) and the key and
+// value rows the cache stores (scratch.k_row, scratch.v_row).
+void mla_project(Backend& backend, const MlaWeights& w, const MlaShape& s, const RopeConfig& rope,
+                 int64_t layer, const float* x, int64_t n, int64_t pos0, MlaScratch& m,
+                 const Trace& trace) {
+  const int64_t n_head = s.n_head, nope = s.head_dim_nope, n_rot = s.n_rot;
+  const int64_t lora = s.kv_lora_rank, dq = s.head_dim_q();
+  const int64_t dk = lora + n_rot;  // the cached key row
+  float* q = m.q.data();
+  if (s.q_lora_rank > 0) {
+    backend.matmul(w.wq_a, x, m.q_a.data(), n);
+    backend.rms_norm(m.q_a.data(), w.q_a_norm.data(), m.q_a.data(), n, s.q_lora_rank, s.norm_eps);
+    backend.matmul(w.wq_b, m.q_a.data(), q, n);
+  } else {
+    backend.matmul(w.wq, x, q, n);
+  }
+  trace("q", layer, q, n_head * dq);
+  float* kv = m.kv.data();
+  backend.matmul(w.wkv_a, x, kv, n);
+  trace("kv_cmpr_pe", layer, kv, dk);
+
+  // The rotary parts, gathered into whole heads of n_rot for the rotation.
+  copy_rows(q + nope, dq, m.q_pe.data(), n_rot, n_rot, n * n_head);
+  copy_rows(kv + lora, dk, m.k_pe.data(), n_rot, n_rot, n);
+  backend.rope(m.q_pe.data(), n, n_head, n_rot, pos0, rope);
+  backend.rope(m.k_pe.data(), n, 1, n_rot, pos0, rope);
+  trace("q_pe", layer, m.q_pe.data(), n_head * n_rot);
+  trace("k_pe", layer, m.k_pe.data(), n_rot);
+
+  // Cached rows: key [normed latent | roped key part], value the normed latent itself (llama.cpp
+  // stores the key alone and reads the value as a view of its first kv_lora_rank elements).
+  for (int64_t t = 0; t < n; ++t) {
+    backend.rms_norm(kv + t * dk, w.kv_a_norm.data(), m.k_row.data() + t * dk, 1, lora, s.norm_eps);
+  }
+  copy_rows(m.k_pe.data(), n_rot, m.k_row.data() + lora, dk, n_rot, n);
+  copy_rows(m.k_row.data(), dk, m.v_row.data(), lora, lora, n);
+
+  // Queries [absorbed | roped]: each head's non-rotary part taken into latent space by its
+  // attn_k_b.
+  for (int64_t h = 0; h < n_head; ++h) {
+    copy_rows(q + h * dq, n_head * dq, m.q_head.data(), nope, nope, n);
+    backend.matmul(w.wk_b[size_t(h)], m.q_head.data(), m.head.data(), n);
+    copy_rows(m.head.data(), lora, m.q_mqa.data() + h * dk, n_head * dk, lora, n);
+  }
+  copy_rows(m.q_pe.data(), n_rot, m.q_mqa.data() + lora, dk, n_rot, n * n_head);
+  trace("Qcur", layer, m.q_mqa.data(), n_head * dk);
+  trace("Kcur", layer, m.k_row.data(), dk);
+  trace("Vcur", layer, m.v_row.data(), lora);
+}
+
+}  // namespace
+
+void mla_attention(Backend& backend, const MlaWeights& w, const MlaShape& s, const RopeConfig& rope,
+                   float scale, const KvLayerView& kv_layer, int64_t layer, const float* x,
+                   int64_t n_tokens, int64_t pos0, MlaScratch& m, float* out, const Trace& trace) {
+  const int64_t n = n_tokens, n_head = s.n_head, lora = s.kv_lora_rank, dv = s.head_dim_v;
+  mla_project(backend, w, s, rope, layer, x, n, pos0, m, trace);
+  backend.kv_store(kv_layer, m.k_row.data(), m.v_row.data(), n, pos0);
+  AttentionCall call;
+  call.q = m.q_mqa.data();
+  call.out = m.latent.data();
+  call.n_tokens = n;
+  call.n_head = n_head;
+  call.pos0 = pos0;
+  call.scale = scale;
+  call.kv = kv_layer;
+  backend.attention(call);
+
+  // Each head's latent output through its attn_v_b.
+  for (int64_t h = 0; h < n_head; ++h) {
+    copy_rows(m.latent.data() + h * lora, n_head * lora, m.q_head.data(), lora, lora, n);
+    backend.matmul(w.wv_b[size_t(h)], m.q_head.data(), m.head.data(), n);
+    copy_rows(m.head.data(), dv, m.attn.data() + h * dv, n_head * dv, dv, n);
+  }
+  trace("kqv_out", layer, m.attn.data(), n_head * dv);
+  backend.matmul(w.wo, m.attn.data(), out, n);
+  trace("attn_out", layer, out, s.n_embd);
+}
+
+}  // namespace sluice::model

@@ -1,0 +1,74 @@
+// Multi-head latent attention (DeepSeek V2/V3) in the absorbed form llama.cpp runs: each token
+// stores one compressed latent (kv_lora_rank, RMS-normed) plus one shared roped key part
+// (n_rot) — the KV cache holds a single "KV head" of kv_lora_rank + n_rot, whatever n_head is.
+// Each head's non-rotary query is multiplied into latent space by attn_k_b, so attention runs
+// over the latent directly (multi-query attention: all heads share that one cached head, the
+// latent also serving as the value), and each head's latent output leaves through attn_v_b.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/blocks/trace.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+
+namespace sluice::model {
+
+struct MlaShape {
+  int64_t n_embd = 0;
+  int64_t n_head = 0;
+  int64_t q_lora_rank = 0;  // 0: queries straight from attn_q (DeepSeek V2 Lite)
+  int64_t kv_lora_rank = 0;
+  int64_t head_dim_nope = 0;  // the per-head query part that does not rotate
+  int64_t n_rot = 0;          // the rotary part, of queries and of the shared key
+  int64_t head_dim_v = 0;     // per head, after attn_v_b
+  float norm_eps = 1e-6f;     // of attn_q_a_norm and attn_kv_a_norm
+
+  int64_t head_dim_q() const { return head_dim_nope + n_rot; }
+  // The cached key row [latent | rope] and value row [latent]: the layer's KvLayerSpec.
+  KvLayerSpec kv_spec() const { return {1, kv_lora_rank + n_rot, kv_lora_rank, 0}; }
+};
+
+struct MlaWeights {
+  MatrixView wq_a;               // [n_embd, q_lora]; when q_lora_rank > 0
+  std::vector<float> q_a_norm;   // [q_lora]
+  MatrixView wq_b;               // [q_lora, n_head * head_dim_q]
+  MatrixView wq;                 // [n_embd, n_head * head_dim_q]; when q_lora_rank == 0
+  MatrixView wkv_a;              // [n_embd, kv_lora + n_rot] attn_kv_a_mqa
+  std::vector<float> kv_a_norm;  // [kv_lora]
+  std::vector<MatrixView> wk_b;  // n_head × [head_dim_nope, kv_lora]
+  std::vector<MatrixView> wv_b;  // n_head × [kv_lora, head_dim_v]
+  MatrixView wo;                 // [n_head * head_dim_v, n_embd]
+};
+
+// Binds blk.<layer>.attn_{q_a,q_a_norm,q_b | q}, attn_kv_a_mqa, attn_kv_a_norm, attn_k_b,
+// attn_v_b and attn_output. Files with the older combined attn_kv_b are refused.
+MlaWeights bind_mla_attention(WeightBinder& binder, int64_t layer, const MlaShape& shape);
+
+// Scratch of one chunk (n = n_batch).
+struct MlaScratch {
+  std::vector<float> q_a;     // [n, q_lora]
+  std::vector<float> q;       // [n, n_head, head_dim_q]
+  std::vector<float> kv;      // [n, kv_lora + n_rot] compressed latent and shared key part
+  std::vector<float> q_pe;    // [n, n_head, n_rot]
+  std::vector<float> k_pe;    // [n, n_rot]
+  std::vector<float> q_head;  // [n, max(head_dim_nope, kv_lora)] one head's rows
+  std::vector<float> head;    // [n, max(kv_lora, head_dim_v)] one head's product
+  std::vector<float> q_mqa;   // [n, n_head, kv_lora + n_rot] the queries attention reads
+  std::vector<float> k_row;   // [n, kv_lora + n_rot] cached key rows
+  std::vector<float> v_row;   // [n, kv_lora] cached value rows
+  std::vector<float> latent;  // [n, n_head, kv_lora] attention's output
+  std::vector<float> attn;    // [n, n_head * head_dim_v]
+  void reserve(const MlaShape& shape, int64_t n_batch);
+};
+
+// out [n_tokens, n_embd] = MLA(x [n_tokens, n_embd]); appends the latent rows at pos0.. to
+// kv_layer. rope: the rotation of the n_rot parts; scale: of q·k.
+void mla_attention(Backend& backend, const MlaWeights& w, const MlaShape& shape,
+                   const RopeConfig& rope, float scale, const KvLayerView& kv_layer, int64_t layer,
+                   const float* x, int64_t n_tokens, int64_t pos0, MlaScratch& scratch, float* out,
+                   const Trace& trace);
+
+}  // namespace sluice::model

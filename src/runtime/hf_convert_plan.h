@@ -1,0 +1,52 @@
+// The plan of one `sluice convert`: the GGUF's metadata and, for each GGUF tensor, which rows
+// of which snapshot tensors make it and how llama.cpp's converter changes their numbers. Built
+// by the family code (hf_convert_plan.cpp, hf_convert_moe.cpp) and the vocabulary code; carried
+// out by hf_convert.cpp. Knows no output types and writes nothing.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/model_file.h"
+
+namespace sluice::convert {
+
+// Rows [first_row, first_row + n_rows) of one snapshot tensor (rows along its slowest HF dim).
+struct RowRange {
+  TensorInfo tensor;
+  uint64_t first_row = 0;
+  uint64_t n_rows = 0;
+};
+
+// What llama.cpp's converter keeps in F32 whatever the requested type.
+enum class TensorRole { kMatrix, kExperts, kKeepF32 };
+
+struct PlannedTensor {
+  std::string name;            // GGUF name
+  std::vector<uint64_t> ne;    // GGUF shape, first dimension fastest
+  std::vector<RowRange> rows;  // concatenated in order: ne[1] * ne[2] * … rows of ne[0] floats
+  TensorRole role = TensorRole::kMatrix;
+  // llama's Q/K: rows of each head reordered from HF's rotate_half halves to adjacent pairs.
+  uint32_t permute_heads = 0;
+  bool add_one = false;  // gemma's (1 + w) norms stored as 1 + w
+};
+
+struct Plan {
+  std::string arch;  // general.architecture
+  std::vector<MetaEntry> metadata;
+  std::vector<PlannedTensor> tensors;
+  int64_t n_vocab = 0;  // rows of token_embd: the vocabulary is padded to it
+};
+
+// The model part of the plan from the snapshot catalogue `snapshot`, whose sources the planned
+// tensors' file indices refer to: families llama, qwen2, qwen3, gemma3 and qwen3moe.
+Plan plan_model(const ModelFile& snapshot, const std::string& hf_dir);
+
+// qwen3moe (hf_convert_moe.cpp).
+Plan plan_qwen3moe(const ModelFile& snapshot, const std::string& hf_dir);
+
+// Appends the tokenizer.ggml.* keys from hf_dir's tokenizer.json (+ tokenizer_config.json).
+void add_vocabulary(const std::string& hf_dir, Plan& plan);
+
+}  // namespace sluice::convert
