@@ -258,17 +258,21 @@ void ExpertCache::acquire(int64_t layer, std::span<const int32_t> ids) {
   ExpertCounters& layer_counters = stats_.per_layer[size_t(layer)];
   for (const int32_t id : ids) {
     int32_t s = slot_of(layer, id);
-    if (s >= 0) {
+    if (s >= 0 && slots_[size_t(s)].state == SlotState::kQueued) {
+      // A guess whose read never started: it saved nothing, so it is a miss read on demand.
+      Slot& slot = slots_[size_t(s)];
+      std::erase(spec_queue_, s);
+      slot.speculative = false;
+      submit_reads(s, IoPriority::kDemand);
+      ++stats_.last_step.misses;
+      ++layer_counters.misses;
+    } else if (s >= 0) {
       Slot& slot = slots_[size_t(s)];
       ++stats_.last_step.hits;
       ++layer_counters.hits;
-      if (slot.speculative) {
+      if (slot.speculative) {  // a guess read (or being read) before it was needed
         slot.speculative = false;
         ++stats_.last_step.speculative_used;
-        if (slot.state == SlotState::kQueued) {  // a guess not started yet: start it as a need
-          std::erase(spec_queue_, s);
-          submit_reads(s, IoPriority::kDemand);
-        }
       }
     } else {
       s = find_victim(true);

@@ -20,19 +20,24 @@ inline constexpr size_t kExpertParts = 4;
 const char* expert_part_name(ExpertPart part);  // "gate", "up", "down", "gate_up"
 
 // One part of all experts of a layer: a 3-D tensor [n_cols, n_rows, n_expert] (GGUF order),
-// expert e's matrix at offset + e * expert_stride in file `file_index`.
+// expert e's matrix at offset + e * expert_stride in file `file_index` — or, for experts stored
+// one tensor each in no regular order (a Hugging Face snapshot's), at expert_offsets[e].
 struct ExpertTensor {
   std::string name;  // e.g. "blk.3.ffn_up_exps.weight", for messages
   QType type = QType::F32;
   int64_t n_cols = 0;  // reduction length
   int64_t n_rows = 0;  // outputs
   uint32_t file_index = 0;
-  uint64_t offset = 0;         // absolute, of expert 0
-  uint64_t expert_stride = 0;  // bytes between consecutive experts
-  uint64_t expert_bytes = 0;   // bytes of one expert's matrix
+  uint64_t offset = 0;                   // absolute, of expert 0
+  uint64_t expert_stride = 0;            // bytes between consecutive experts
+  uint64_t expert_bytes = 0;             // bytes of one expert's matrix
+  std::vector<uint64_t> expert_offsets;  // [n_expert] absolute; empty: offset + e * stride
 
   bool present() const { return expert_bytes != 0; }
-  uint64_t offset_of(int32_t expert) const { return offset + uint64_t(expert) * expert_stride; }
+  uint64_t offset_of(int32_t expert) const {
+    return expert_offsets.empty() ? offset + uint64_t(expert) * expert_stride
+                                  : expert_offsets[size_t(expert)];
+  }
 };
 
 struct ExpertLayerLayout {

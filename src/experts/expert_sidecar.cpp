@@ -159,6 +159,7 @@ void use_expert_sidecar(ExpertLayout& layout, const std::string& model_path,
       layer.parts[p].file_index = file_index;
       layer.parts[p].offset = first + part.value("offset", uint64_t(0));
       layer.parts[p].expert_stride = stride;
+      layer.parts[p].expert_offsets.clear();  // the sidecar's extents are regular
     }
     if (first + stride * uint64_t(layer.n_expert) > file->size()) fail(sidecar_path, ": truncated");
   }

@@ -10,8 +10,8 @@
 
 #include "backend/cpu/attention_tiled.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/exp_polynomial.h"
 #include "backend/cpu/f16_rows.h"
-#include "backend/cpu/silu.h"
 #include "backend/cpu/vec_dot.h"
 #include "core/error.h"
 #include "core/half.h"

@@ -8,10 +8,6 @@
 
 namespace sluice::cpu {
 
-// e^x by the polynomial method (one element of the 8-lane algorithm; overflow and underflow
-// handled as there: above ~88.7 gives infinity, below ~-103.9 zero).
-float exp_polynomial(float x);
-
 // gate[i] = silu(gate[i]) * up[i] for rows of n_cols (groups of 8 from each row's start).
 void swiglu_rows(float* gate, const float* up, int64_t n_rows, int64_t n_cols);
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "backend/cpu/silu.h"
+#include "backend/cpu/exp_polynomial.h"
 
 namespace sluice::cpu {
 

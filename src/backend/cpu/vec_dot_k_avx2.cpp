@@ -108,12 +108,10 @@ float dot_q3_k(const void* w, const void* x, int64_t n) {
   return hsum_ps(acc);
 }
 
-// Q4_K and Q5_K share everything but the fifth bit; `qh` is nullptr for Q4_K.
-void dot_q45_k(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_scales, float d,
-               float dmin, const BlockQ8_K& xb, __m256* acc, __m256* acc_min) {
-  uint8_t scales[8], mins[8];
-  unpack_k4_scales(packed_scales, scales, mins);
-  const __m256i mins_dot = bsums_dot(xb, mins_per_bsum(mins));
+// The integer part shared by Q4_K and Q5_K (`qh` nullptr for Q4_K): per lane, the sums of
+// quant * q8 * sub-block scale over the block's 256 elements.
+__m256i q45_k_scaled_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* scales /*[8]*/,
+                          const BlockQ8_K& xb) {
   const __m256i high_bits = qh != nullptr ? loadu256(qh) : _mm256_setzero_si256();
   __m256i sumi = _mm256_setzero_si256();
   for (int j = 0; j < 4; ++j) {  // 64 elements: low nibbles then high nibbles
@@ -130,12 +128,11 @@ void dot_q45_k(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_scale
                                            _mm256_set1_epi16(scales[2 * j + 1]));
     sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
   }
-  *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), *acc);
-  *acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins_dot), *acc_min);
+  return sumi;
 }
 
-// Q4_K in ggml's x86 order: the scaled integer sums in eight lanes as dot_q45_k makes them, and
-// the minimum terms in four lanes (sub-block pairs), scaled by -dmin, added at the very end.
+// Q4_K in ggml's x86 order: the scaled integer sums in eight lanes, and the minimum terms in
+// four lanes (sub-block pairs), scaled by -dmin, added at the very end.
 float dot_q4_k(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ4_K*>(w);  // [n / 256]
   const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
@@ -154,9 +151,9 @@ float dot_q4_k(const void* w, const void* x, int64_t n) {
     acc_min = _mm_fmadd_ps(
         _mm_set1_ps(dmin),
         _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(min_terms))), acc_min);
-    __m256 unused_min = _mm256_setzero_ps();
-    dot_q45_k(wb[i].qs, nullptr, wb[i].scales, xb[i].d * half_to_float(wb[i].d), 0.0f, xb[i], &acc,
-              &unused_min);
+    const __m256i sumi = q45_k_scaled_sums(wb[i].qs, nullptr, scales, xb[i]);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(xb[i].d * half_to_float(wb[i].d)),
+                          _mm256_cvtepi32_ps(sumi), acc);
   }
   acc_min = _mm_add_ps(acc_min, _mm_movehl_ps(acc_min, acc_min));
   acc_min = _mm_add_ss(acc_min, _mm_movehdup_ps(acc_min));
@@ -169,8 +166,14 @@ float dot_q5_k(const void* w, const void* x, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    dot_q45_k(wb[i].qs, wb[i].qh, wb[i].scales, half_to_float(wb[i].d) * xb[i].d,
-              half_to_float(wb[i].dmin) * xb[i].d, xb[i], &acc, &acc_min);
+    uint8_t scales[8], mins[8];
+    unpack_k4_scales(wb[i].scales, scales, mins);
+    const __m256i mins_dot = bsums_dot(xb[i], mins_per_bsum(mins));
+    const __m256i sumi = q45_k_scaled_sums(wb[i].qs, wb[i].qh, scales, xb[i]);
+    const float d = half_to_float(wb[i].d) * xb[i].d;
+    const float dmin = half_to_float(wb[i].dmin) * xb[i].d;
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins_dot), acc_min);
   }
   return hsum_ps(acc) - hsum_ps(acc_min);
 }

@@ -83,7 +83,6 @@ class Glm4Moe final : public LanguageModel {
     x_.resize(size_t(n_batch * hp_.n_embd));
     xn_.resize(size_t(n_batch * hp_.n_embd));
     branch_.resize(size_t(n_batch * hp_.n_embd));
-    spec_xn_.resize(size_t(n_batch * hp_.n_embd));
     attn_scratch_.reserve(shape_, n_batch);
     ffn_scratch_.reserve(ffn_, hp_.n_embd, n_batch);
     for (const DeepSeekMoeWeights& ffn : ffn_) {
@@ -128,12 +127,9 @@ class Glm4Moe final : public LanguageModel {
   // now (ffn_inp of il under il+1's FFN norm) and start reading them.
   void prefetch_next_layer(Backend& backend, experts::ExpertSource* source, int64_t il,
                            const float* x, int64_t n) {
-    if (source == nullptr || !source->wants_prefetch() || il + 1 >= hp_.n_layer) return;
-    const DeepSeekMoeWeights& next = ffn_[size_t(il + 1)];
-    if (!next.is_moe) return;
-    backend.rms_norm(x, layers_[size_t(il + 1)].ffn_norm.data(), spec_xn_.data(), n, hp_.n_embd,
-                     hp_.rms_eps);
-    moe_prefetch(backend, next.routed, *source, il + 1, spec_xn_.data(), n, spec_scratch_);
+    if (source == nullptr || il + 1 >= hp_.n_layer || !ffn_[size_t(il + 1)].is_moe) return;
+    moe_prefetch(backend, ffn_[size_t(il + 1)].routed, layers_[size_t(il + 1)].ffn_norm,
+                 hp_.rms_eps, *source, il + 1, x, n, hp_.n_embd, spec_scratch_);
   }
 
   DecoderHParams hp_;
@@ -148,10 +144,9 @@ class Glm4Moe final : public LanguageModel {
   std::vector<DeepSeekMoeWeights> ffn_;  // [n_layer]
 
   int64_t reserved_ = 0;
-  std::vector<float> x_;        // [n_batch, n_embd] the residual stream
-  std::vector<float> xn_;       // [n_batch, n_embd] its normed copy
-  std::vector<float> branch_;   // [n_batch, n_embd] attention or FFN output
-  std::vector<float> spec_xn_;  // [n_batch, n_embd] the hidden state normed for speculation
+  std::vector<float> x_;       // [n_batch, n_embd] the residual stream
+  std::vector<float> xn_;      // [n_batch, n_embd] its normed copy
+  std::vector<float> branch_;  // [n_batch, n_embd] attention or FFN output
   AttentionScratch attn_scratch_;
   DeepSeekMoeScratch ffn_scratch_;
   MoeScratch spec_scratch_;

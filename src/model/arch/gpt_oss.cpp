@@ -110,7 +110,6 @@ class GptOssDecoder final : public LanguageModel {
     x_.resize(size_t(n_batch * hp_.n_embd));
     xn_.resize(size_t(n_batch * hp_.n_embd));
     branch_.resize(size_t(n_batch * hp_.n_embd));
-    spec_xn_.resize(size_t(n_batch * hp_.n_embd));
     attn_scratch_.reserve(shape_, n_batch);
     moe_scratch_.reserve(layers_.front().moe, hp_.n_embd, n_batch);
     spec_scratch_.reserve(layers_.front().moe, hp_.n_embd, n_batch);
@@ -135,7 +134,11 @@ class GptOssDecoder final : public LanguageModel {
       backend.rms_norm(x, l.ffn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
       trace("attn_post_norm", il, xn_.data(), n_embd);
       moe_route(backend, l.moe, *request.experts, il, xn_.data(), n, moe_scratch_, trace);
-      prefetch_next_layer(backend, *request.experts, il, x, n);
+      if (il + 1 < hp_.n_layer) {  // every gpt-oss layer is MoE
+        const Layer& next = layers_[size_t(il + 1)];
+        moe_prefetch(backend, next.moe, next.ffn_norm, hp_.rms_eps, *request.experts, il + 1, x, n,
+                     n_embd, spec_scratch_);
+      }
       moe_compute(backend, l.moe, *request.experts, il, xn_.data(), n, n_embd, moe_scratch_,
                   branch_.data(), trace);
       backend.add(x, branch_.data(), n * n_embd);
@@ -147,16 +150,6 @@ class GptOssDecoder final : public LanguageModel {
   }
 
  private:
-  // While layer il's experts load and compute, guess layer il+1's from the hidden state it has
-  // now (ffn_inp of il under il+1's FFN norm) and start reading them.
-  void prefetch_next_layer(Backend& backend, experts::ExpertSource& source, int64_t il,
-                           const float* x, int64_t n) {
-    if (!source.wants_prefetch() || il + 1 >= hp_.n_layer) return;
-    const Layer& next = layers_[size_t(il + 1)];
-    backend.rms_norm(x, next.ffn_norm.data(), spec_xn_.data(), n, hp_.n_embd, hp_.rms_eps);
-    moe_prefetch(backend, next.moe, source, il + 1, spec_xn_.data(), n, spec_scratch_);
-  }
-
   DecoderHParams hp_;
   MoeHParams moe_hp_;
   experts::ExpertLayout expert_layout_;
@@ -167,10 +160,9 @@ class GptOssDecoder final : public LanguageModel {
   std::vector<Layer> layers_;
 
   int64_t reserved_ = 0;
-  std::vector<float> x_;        // [n_batch, n_embd] the residual stream
-  std::vector<float> xn_;       // [n_batch, n_embd] its normed copy
-  std::vector<float> branch_;   // [n_batch, n_embd] attention or MoE output
-  std::vector<float> spec_xn_;  // [n_batch, n_embd] the hidden state normed for speculation
+  std::vector<float> x_;       // [n_batch, n_embd] the residual stream
+  std::vector<float> xn_;      // [n_batch, n_embd] its normed copy
+  std::vector<float> branch_;  // [n_batch, n_embd] attention or MoE output
   AttentionScratch attn_scratch_;
   MoeScratch moe_scratch_;
   MoeScratch spec_scratch_;

@@ -111,6 +111,7 @@ void MoeScratch::reserve(const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch
   const int64_t k = w.config.n_expert_used;
   router.reserve(w.config, n_batch);
   x_expert.resize(size_t(n_batch * n_embd));
+  x_normed.resize(size_t(n_batch * n_embd));
   gate.resize(size_t(n_batch * w.n_ff));
   up.resize(size_t(n_batch * w.n_ff));
   y_expert.resize(size_t(n_batch * n_embd));
@@ -128,9 +129,13 @@ void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& 
   acquire_window(source, layer, s.experts.data(), s.window);
 }
 
-void moe_prefetch(Backend& backend, const MoeFfnWeights& next, experts::ExpertSource& source,
-                  int64_t next_layer, const float* x_normed, int64_t n_tokens, MoeScratch& s) {
-  route_tokens(backend, next.router, next.config, next_layer, x_normed, n_tokens, s.router, {});
+void moe_prefetch(Backend& backend, const MoeFfnWeights& next, const std::vector<float>& next_norm,
+                  float norm_eps, experts::ExpertSource& source, int64_t next_layer, const float* x,
+                  int64_t n_tokens, int64_t n_embd, MoeScratch& s) {
+  if (!source.wants_prefetch() || n_tokens > 1) return;
+  backend.rms_norm(x, next_norm.data(), s.x_normed.data(), n_tokens, n_embd, norm_eps);
+  route_tokens(backend, next.router, next.config, next_layer, s.x_normed.data(), n_tokens, s.router,
+               {});
   distinct_experts(s.router, n_tokens * next.config.n_expert_used, s.experts);
   source.prefetch(next_layer, s.experts);
 }

@@ -98,7 +98,6 @@ class PreNormDecoder final : public LanguageModel {
     x_.resize(size_t(n_batch * hp_.n_embd));
     xn_.resize(size_t(n_batch * hp_.n_embd));
     branch_.resize(size_t(n_batch * hp_.n_embd));
-    spec_xn_.resize(size_t(n_batch * hp_.n_embd));
     attn_scratch_.reserve(shape_, n_batch);
     ffn_scratch_.reserve(hp_.n_ff, n_batch);
     for (const Layer& layer : layers_) {
@@ -130,7 +129,11 @@ class PreNormDecoder final : public LanguageModel {
         if (request.experts == nullptr)
           fail(summary_.architecture, ": MoE forward without experts");
         moe_route(backend, layer.moe, *request.experts, il, xn_.data(), n, moe_scratch_, trace);
-        prefetch_next_layer(backend, *request.experts, il, x, n);
+        if (il + 1 < hp_.n_layer && layers_[size_t(il + 1)].is_moe) {
+          const Layer& next = layers_[size_t(il + 1)];
+          moe_prefetch(backend, next.moe, next.ffn_norm, hp_.rms_eps, *request.experts, il + 1, x,
+                       n, n_embd, spec_scratch_);
+        }
         moe_compute(backend, layer.moe, *request.experts, il, xn_.data(), n, n_embd, moe_scratch_,
                     branch_.data(), trace);
       } else {
@@ -146,17 +149,6 @@ class PreNormDecoder final : public LanguageModel {
   }
 
  private:
-  // While layer il's experts load and compute, guess layer il+1's from the hidden state it has
-  // now (ffn_inp of il under il+1's FFN norm) and start reading them.
-  void prefetch_next_layer(Backend& backend, experts::ExpertSource& source, int64_t il,
-                           const float* x, int64_t n) {
-    if (!source.wants_prefetch() || il + 1 >= hp_.n_layer) return;
-    const Layer& next = layers_[size_t(il + 1)];
-    if (!next.is_moe) return;
-    backend.rms_norm(x, next.ffn_norm.data(), spec_xn_.data(), n, hp_.n_embd, hp_.rms_eps);
-    moe_prefetch(backend, next.moe, source, il + 1, spec_xn_.data(), n, spec_scratch_);
-  }
-
   DecoderHParams hp_;
   MoeHParams moe_hp_;
   experts::ExpertLayout expert_layout_;
@@ -169,10 +161,9 @@ class PreNormDecoder final : public LanguageModel {
   std::vector<Layer> layers_;
 
   int64_t reserved_ = 0;
-  std::vector<float> x_;        // [n_batch, n_embd] the residual stream
-  std::vector<float> xn_;       // [n_batch, n_embd] its normed copy
-  std::vector<float> branch_;   // [n_batch, n_embd] attention or FFN output
-  std::vector<float> spec_xn_;  // [n_batch, n_embd] the hidden state normed for speculation
+  std::vector<float> x_;       // [n_batch, n_embd] the residual stream
+  std::vector<float> xn_;      // [n_batch, n_embd] its normed copy
+  std::vector<float> branch_;  // [n_batch, n_embd] attention or FFN output
   AttentionScratch attn_scratch_;
   FfnScratch ffn_scratch_;
   MoeScratch moe_scratch_;
