@@ -190,6 +190,8 @@ def main() -> int:
         "hit_rate": s["hits"] / acquired if acquired else 1.0,
         "bytes_read_over_ideal": s["bytes_read"] / ideal if ideal else None,
         "miss_path_gbs": read_gbs, "fio_gbs": fio,
+        "speculative_reads": s["speculative_reads"], "speculative_used": s["speculative_used"],
+        "io_wait_seconds": s["io_wait_seconds"],
         "llama_major_faults": rounds[-1]["llama.cpp"]["major_faults"],
         "llama_read_gb": rounds[-1]["llama.cpp"]["read_bytes"] / 1e9,
         "sluice_read_gb": s["bytes_read"] / 1e9,
