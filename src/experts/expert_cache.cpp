@@ -44,8 +44,8 @@ size_t plan_extents(const ExpertLayerLayout& layer, int32_t expert,
   }
   const auto before = [&](size_t a, size_t b) {
     const ExpertTensor &x = layer.parts[a], &y = layer.parts[b];
-    return x.file_index != y.file_index ? x.file_index < y.file_index
-                                        : x.offset_of(expert) < y.offset_of(expert);
+    return x.file_of(expert) != y.file_of(expert) ? x.file_of(expert) < y.file_of(expert)
+                                                  : x.offset_of(expert) < y.offset_of(expert);
   };
   for (size_t i = 1; i < n_parts; ++i) {  // insertion sort of at most four parts
     for (size_t j = i; j > 0 && before(order[j], order[j - 1]); --j)
@@ -56,14 +56,15 @@ size_t plan_extents(const ExpertLayerLayout& layer, int32_t expert,
   for (size_t i = 0; i < n_parts; ++i) {
     const ExpertTensor& part = layer.parts[order[i]];
     const uint64_t offset = part.offset_of(expert);
+    const uint32_t file = part.file_of(expert);
     const uint64_t begin = align_down(offset), end = align_up(offset + part.expert_bytes);
-    if (n > 0 && out[n - 1].file_index == part.file_index && begin <= out[n - 1].end) {
+    if (n > 0 && out[n - 1].file_index == file && begin <= out[n - 1].end) {
       Extent& last = out[n - 1];
       const uint64_t grown = std::max(last.end, end);
       pos += grown - last.end;
       last.end = grown;
     } else {
-      out[n++] = Extent{part.file_index, begin, end, pos};
+      out[n++] = Extent{file, begin, end, pos};
       pos += end - begin;
     }
     part_offset[order[i]] = out[n - 1].slot_pos + (offset - out[n - 1].begin);
@@ -97,20 +98,19 @@ ExpertCache::ExpertCache(const ExpertLayout& layout, const ExpertCacheOptions& o
   }
   io_ = make_io_engine(options.io_engine, options.queue_depth);
   direct_ = options.direct_io;
-  for (const std::shared_ptr<File>& file : layout.files) {
-    if (direct_) {
-      try {
-        files_.push_back(File::open(file->path(), {.direct = true}));
-        continue;
-      } catch (const Error&) {
-        direct_ = false;  // e.g. tmpfs: O_DIRECT refused; buffered reads give the same bytes
-        files_.clear();
-        for (const std::shared_ptr<File>& f : layout.files) files_.push_back(File::open(f->path()));
-        break;
-      }
+  try {
+    for (const std::shared_ptr<File>& file : layout.files) {
+      files_.push_back(File::open(file->path(), {.direct = direct_}));
     }
-    files_.push_back(File::open(file->path()));
+  } catch (const Error&) {
+    if (!direct_) throw;
+    direct_ = false;  // e.g. tmpfs refuses O_DIRECT; buffered reads give the same bytes
+    files_.clear();
+    for (const std::shared_ptr<File>& file : layout.files)
+      files_.push_back(File::open(file->path()));
   }
+  // kLruFrequency: each past use (up to four) is worth one token's worth of recency.
+  frequency_bonus_ = uint64_t(std::max<int64_t>(layout.n_moe_layers(), 1));
   slot_bytes_ = expert_slot_bytes(layout);
   const uint64_t arena_bytes = slot_bytes_ * uint64_t(options.n_slots);
   arena_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, arena_bytes));
@@ -136,7 +136,6 @@ int32_t& ExpertCache::slot_of(int64_t layer, int32_t expert) {
 }
 
 int32_t ExpertCache::find_victim(bool for_demand) {
-  const uint64_t bonus = uint64_t(std::max<int64_t>(layout_.n_moe_layers(), 1));
   int32_t best = -1;
   uint64_t best_score = UINT64_MAX;
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -151,7 +150,7 @@ int32_t ExpertCache::find_victim(bool for_demand) {
     }
     uint64_t score = slot.last_use;
     if (options_.policy == EvictionPolicy::kLruFrequency)
-      score += std::min<uint32_t>(slot.uses, 4) * bonus;
+      score += std::min<uint32_t>(slot.uses, 4) * frequency_bonus_;
     if (score < best_score) {
       best_score = score;
       best = int32_t(i);

@@ -96,8 +96,9 @@ class ExpertCache final : public ExpertSource {
   std::vector<int32_t> spec_queue_;  // kQueued slots, oldest first
   int32_t demand_reads_ = 0;         // demand extents in flight
   std::vector<ReadCompletion> completions_;
-  uint64_t tick_ = 0;
-  uint64_t busy_since_ns_ = 0;  // when reads went from none to some in flight
+  uint64_t tick_ = 0;             // advances once per acquire (one layer)
+  uint64_t frequency_bonus_ = 0;  // ticks one past use is worth (kLruFrequency)
+  uint64_t busy_since_ns_ = 0;    // when reads went from none to some in flight
   ExpertStats stats_;
 };
 
