@@ -46,6 +46,9 @@ struct ExpertTelemetry {
   double io_wait_seconds = 0;                      // the forward waiting on reads
   double read_seconds = 0;                         // time with reads in flight
   std::vector<uint64_t> layer_hits, layer_misses;  // [n_layer]
+  // Each forward call's figures (decode tokens and prefill chunks), the first 16384 of them.
+  std::vector<uint64_t> step_hits, step_misses, step_bytes_read;
+  std::vector<double> step_io_wait_seconds;
 };
 
 struct ModelInfo {

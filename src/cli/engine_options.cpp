@@ -144,7 +144,11 @@ void write_expert_telemetry_json(const Model& model, const EngineArgs& args) {
                                {"io_wait_seconds", t.io_wait_seconds},
                                {"read_seconds", t.read_seconds},
                                {"layer_hits", t.layer_hits},
-                               {"layer_misses", t.layer_misses}};
+                               {"layer_misses", t.layer_misses},
+                               {"step_hits", t.step_hits},
+                               {"step_misses", t.step_misses},
+                               {"step_bytes_read", t.step_bytes_read},
+                               {"step_io_wait_seconds", t.step_io_wait_seconds}};
   // Written beside the target and renamed over it: never a partial file.
   const std::string temporary = args.stats_json + ".tmp";
   FILE* out = std::fopen(temporary.c_str(), "w");

@@ -91,7 +91,7 @@ uint64_t expert_slot_bytes(const ExpertLayout& layout) {
 }
 
 ExpertCache::ExpertCache(const ExpertLayout& layout, const ExpertCacheOptions& options)
-    : layout_(layout), options_(options) {
+    : layout_(layout), options_(options), stats_(layout.layers.size()) {
   if (options.n_slots < layout.n_expert_used) {
     fail("expert cache: ", options.n_slots, " slots is below the floor of ", layout.n_expert_used,
          " (the experts one token uses in a layer)");
@@ -121,7 +121,6 @@ ExpertCache::ExpertCache(const ExpertLayout& layout, const ExpertCacheOptions& o
   table_.assign(layout.layers.size() * size_t(n_expert_max_), -1);
   pinned_.reserve(size_t(options.n_slots));
   completions_.resize(size_t(std::max(options.queue_depth, 1)) * kExpertParts);
-  stats_.per_layer.resize(layout.layers.size());
   stats_.slots = uint64_t(options.n_slots);
   stats_.slot_bytes = slot_bytes_;
 }
@@ -367,9 +366,7 @@ void ExpertCache::prefetch(int64_t layer, std::span<const int32_t> ids) {
 
 void ExpertCache::end_step() {
   if (io_->pending() > 0) reap(0);
-  stats_.total.add(stats_.last_step);
-  stats_.last_step = {};
-  ++stats_.steps;
+  stats_.close_step();
 }
 
 }  // namespace sluice::experts

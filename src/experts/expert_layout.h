@@ -21,7 +21,8 @@ const char* expert_part_name(ExpertPart part);  // "gate", "up", "down", "gate_u
 
 // One part of all experts of a layer: a 3-D tensor [n_cols, n_rows, n_expert] (GGUF order),
 // expert e's matrix at offset + e * expert_stride in file `file_index` — or, for experts stored
-// one tensor each in no regular order (a Hugging Face snapshot's), at expert_offsets[e].
+// one tensor each in no regular order (a Hugging Face snapshot's), at expert_offsets[e] in file
+// expert_files[e] (a layer may straddle two shards).
 struct ExpertTensor {
   std::string name;  // e.g. "blk.3.ffn_up_exps.weight", for messages
   QType type = QType::F32;
@@ -32,11 +33,15 @@ struct ExpertTensor {
   uint64_t expert_stride = 0;            // bytes between consecutive experts
   uint64_t expert_bytes = 0;             // bytes of one expert's matrix
   std::vector<uint64_t> expert_offsets;  // [n_expert] absolute; empty: offset + e * stride
+  std::vector<uint32_t> expert_files;    // [n_expert]; empty: all in file_index
 
   bool present() const { return expert_bytes != 0; }
   uint64_t offset_of(int32_t expert) const {
     return expert_offsets.empty() ? offset + uint64_t(expert) * expert_stride
                                   : expert_offsets[size_t(expert)];
+  }
+  uint32_t file_of(int32_t expert) const {
+    return expert_files.empty() ? file_index : expert_files[size_t(expert)];
   }
 };
 

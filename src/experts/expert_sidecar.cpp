@@ -104,7 +104,7 @@ void write_expert_sidecar(const ExpertLayout& layout, const std::string& model_p
       for (size_t p = 0; p < kExpertParts; ++p) {
         const ExpertTensor& t = layer.parts[p];
         if (!t.present()) continue;
-        files[t.file_index].read_at(t.offset_of(e),
+        files[t.file_of(e)].read_at(t.offset_of(e),
                                     {buffer.data() + part_at[il][p], size_t(t.expert_bytes)});
         done += t.expert_bytes;
       }
@@ -160,6 +160,7 @@ void use_expert_sidecar(ExpertLayout& layout, const std::string& model_path,
       layer.parts[p].offset = first + part.value("offset", uint64_t(0));
       layer.parts[p].expert_stride = stride;
       layer.parts[p].expert_offsets.clear();  // the sidecar's extents are regular
+      layer.parts[p].expert_files.clear();
     }
     if (first + stride * uint64_t(layer.n_expert) > file->size()) fail(sidecar_path, ": truncated");
   }

@@ -1,4 +1,4 @@
-// ExpertCounters' sum.
+// ExpertCounters' sum and the closing of a step.
 #include "experts/expert_stats.h"
 
 namespace sluice::experts {
@@ -14,6 +14,17 @@ void ExpertCounters::add(const ExpertCounters& o) {
   speculative_wasted += o.speculative_wasted;
   io_wait_ns += o.io_wait_ns;
   read_ns += o.read_ns;
+}
+
+ExpertStats::ExpertStats(size_t n_layer) : per_layer(n_layer) {
+  history.reserve(kMaxHistory);
+}
+
+void ExpertStats::close_step() {
+  total.add(last_step);
+  if (history.size() < kMaxHistory) history.push_back(last_step);
+  last_step = {};
+  ++steps;
 }
 
 }  // namespace sluice::experts

@@ -3,6 +3,7 @@
 // plus the last step's figures. Plain counters; the source that owns them updates them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -24,12 +25,20 @@ struct ExpertCounters {
 };
 
 struct ExpertStats {
+  static constexpr size_t kMaxHistory = 16384;  // steps kept one by one (~1.3 MB)
+
   ExpertCounters total;
   ExpertCounters last_step;
   std::vector<ExpertCounters> per_layer;  // [n_layer]; zeros for dense layers
+  std::vector<ExpertCounters> history;    // [min(steps, kMaxHistory)] each step's counters
   uint64_t steps = 0;
   uint64_t slots = 0;       // cache capacity in experts (0: resident, no cache)
   uint64_t slot_bytes = 0;  // bytes per slot
+
+  explicit ExpertStats(size_t n_layer);
+  // Adds the step to the total and the history and starts the next one. The history's room is
+  // reserved up front: the token loop never allocates.
+  void close_step();
 };
 
 }  // namespace sluice::experts

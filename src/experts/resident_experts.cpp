@@ -3,9 +3,8 @@
 
 namespace sluice::experts {
 
-ResidentExperts::ResidentExperts(const ExpertLayout& layout) : layout_(layout) {
-  stats_.per_layer.resize(layout.layers.size());
-}
+ResidentExperts::ResidentExperts(const ExpertLayout& layout)
+    : layout_(layout), stats_(layout.layers.size()) {}
 
 void ResidentExperts::acquire(int64_t layer, std::span<const int32_t> ids) {
   stats_.last_step.hits += ids.size();
@@ -18,7 +17,7 @@ ExpertWeights ResidentExperts::wait(int64_t layer, int32_t id) {
   for (size_t p = 0; p < kExpertParts; ++p) {
     const ExpertTensor& part = l.parts[p];
     if (!part.present()) continue;
-    File& file = *layout_.files[part.file_index];
+    File& file = *layout_.files[part.file_of(id)];
     const uint8_t* bytes = file.view(part.offset_of(id), part.expert_bytes).data();
     weights.parts[p] = MatrixView{part.type, bytes, part.n_cols, part.n_rows};
   }
@@ -26,9 +25,7 @@ ExpertWeights ResidentExperts::wait(int64_t layer, int32_t id) {
 }
 
 void ResidentExperts::end_step() {
-  stats_.total.add(stats_.last_step);
-  stats_.last_step = {};
-  ++stats_.steps;
+  stats_.close_step();
 }
 
 }  // namespace sluice::experts

@@ -128,6 +128,12 @@ ExpertTelemetry LoadedModel::expert_telemetry() const {
     t.layer_hits.push_back(layer.hits);
     t.layer_misses.push_back(layer.misses);
   }
+  for (const experts::ExpertCounters& step : stats.history) {
+    t.step_hits.push_back(step.hits);
+    t.step_misses.push_back(step.misses);
+    t.step_bytes_read.push_back(step.bytes_read);
+    t.step_io_wait_seconds.push_back(double(step.io_wait_ns) * 1e-9);
+  }
   return t;
 }
 

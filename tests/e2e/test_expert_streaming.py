@@ -90,6 +90,11 @@ def test_streamed_logits_are_bit_identical_to_resident(synthetic, tmp_path, name
         assert stats["hits"] + stats["misses"] == resident_stats["hits"], label
         assert stats["experts_read"] >= stats["misses"], label
         assert stats["bytes_read"] > 0 and stats["bytes_read"] % stats["experts_read"] == 0, label
+        # Per forward call (the prompt's chunk, then one per greedy token but the last, which
+        # comes from the previous call's logits) the figures add up.
+        assert len(stats["step_bytes_read"]) == stats["steps"] == 1 + 7, label
+        assert sum(stats["step_bytes_read"]) == stats["bytes_read"], label
+        assert sum(stats["step_hits"]) + sum(stats["step_misses"]) == stats["hits"] + stats["misses"], label
         if "--no-prefetch" in args:
             assert stats["speculative_reads"] == 0 and stats["experts_read"] == stats["misses"], label
 
