@@ -40,6 +40,7 @@ def golden(name, snapshot):
     prompt = tiny_hf_models.PROMPT
     with torch.no_grad():
         logits = model(torch.tensor([prompt])).logits[0].float()
+        router_margin = _router_margin(model, cfg, prompt) if tiny_hf_models.is_moe(cfg) else None
         sequence, greedy, margins = list(prompt), [], []
         # Each step re-runs the whole sequence without a cache: the plainest reading of the model.
         for _ in range(tiny_hf_models.GREEDY_STEPS):
@@ -72,7 +73,27 @@ def golden(name, snapshot):
         "logits": [[_round(x) for x in row] for row in logits.tolist()],
         "greedy_continuation": greedy,
         "greedy_top2_margins": margins,
+        **({"router_min_topk_margin": router_margin} if router_margin is not None else {}),
     }
+
+
+def _router_margin(model, cfg, prompt):
+    """The smallest gap, over every layer and prompt token, between the router logits of the last
+    chosen expert and the best unchosen one: how far the routing is from a tie that a 1e-6
+    difference could flip."""
+    import torch
+
+    k = cfg["num_experts_per_tok"]
+    try:
+        routers = model(torch.tensor([prompt]), output_router_logits=True).router_logits
+    except (TypeError, AttributeError) as error:  # a transformers without it: no margin, say so
+        print(f"no router logits: {error}", file=sys.stderr)
+        return None
+    gaps = []
+    for layer in routers or ():
+        top = torch.topk(layer.float().reshape(-1, layer.shape[-1]), k + 1).values
+        gaps.append(float((top[:, k - 1] - top[:, k]).min()))
+    return round(min(gaps), 6) if gaps else None
 
 
 def _dumps(result):

@@ -1,6 +1,7 @@
-"""Tiny random-weight Hugging Face snapshots of the dense families (llama, qwen2, qwen3, gemma3):
-config.json, model.safetensors and a byte-level BPE tokenizer.json, made with numpy alone so that a
-test can rebuild them byte for byte without torch. tools/make_transformers_tiny.py runs
+"""Tiny random-weight Hugging Face snapshots of the dense families (llama, qwen2, qwen3, gemma3) and
+the MoE ones (qwen3_moe, mixtral, olmoe, glm4_moe, deepseek_v3, gpt_oss): config.json,
+model.safetensors and a byte-level BPE tokenizer.json, made with numpy alone so that a test can
+rebuild them byte for byte without torch. tools/make_transformers_tiny.py runs
 transformers on them for the goldens; tools/tiny_hf_gguf.py converts them to GGUF.
 Usage: python tools/tiny_hf_models.py OUT_DIR [NAME ...]   (writes OUT_DIR/<name>/)
 """
@@ -84,6 +85,135 @@ _CONFIGS = {
         "attention_bias": False,
         "tie_word_embeddings": True,
     },
+    # The MoE families: 8 experts of 32, top 2, so the 12-token prompt routes to most of them.
+    "qwen3moe": {  # every layer MoE; norm_topk_prob defaults to False in transformers, set here
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "num_hidden_layers": 2,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "use_sliding_window": False,
+        "tie_word_embeddings": False,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "norm_topk_prob": True,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "output_router_logits": False,
+    },
+    "mixtral": {  # llama's decoder, the experts as block_sparse_moe.experts.N.w1/w2/w3
+        "architectures": ["MixtralForCausalLM"],
+        "model_type": "mixtral",
+        "num_hidden_layers": 2,
+        "intermediate_size": 32,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 1000000.0,
+        "hidden_act": "silu",
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "router_jitter_noise": 0.0,
+        "output_router_logits": False,
+    },
+    "olmoe": {  # Q/K RMS-normed across all heads; the chosen weights not renormalised
+        "architectures": ["OlmoeForCausalLM"],
+        "model_type": "olmoe",
+        "num_hidden_layers": 2,
+        "intermediate_size": 32,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "clip_qkv": None,
+        "tie_word_embeddings": False,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "norm_topk_prob": False,
+        "output_router_logits": False,
+    },
+    "glm4moe": {  # DeepSeekMoE routing: sigmoid scores plus a non-zero selection bias, 2 of 4
+        # groups, the chosen weights renormalised and scaled; 2 shared experts; a leading dense
+        # layer; Q/K/V biases, per-head Q/K norms and RoPE on half of each head
+        "architectures": ["Glm4MoeForCausalLM"],
+        "model_type": "glm4_moe",
+        "num_hidden_layers": 3,
+        "intermediate_size": 32,  # = moe_intermediate_size: the experts' size was read from
+        # either key in transformers 5 releases
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 1000000.0,
+        "partial_rotary_factor": 0.5,
+        "hidden_act": "silu",
+        "attention_bias": True,
+        "use_qk_norm": True,
+        "tie_word_embeddings": False,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "n_shared_experts": 2,
+        "n_group": 4,
+        "topk_group": 2,
+        "routed_scaling_factor": 2.5,
+        "norm_topk_prob": True,
+        "first_k_dense_replace": 1,
+        "num_nextn_predict_layers": 0,
+    },
+    "deepseek3": {  # multi-head latent attention (q LoRA, a 16-wide KV latent, 8 of each head's 24
+        # query/key dimensions rotated, interleaved) and glm4moe's routing (same caveat on sizes)
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "deepseek_v3",
+        "num_hidden_layers": 3,
+        "num_key_value_heads": 4,
+        "head_dim": 8,  # transformers sets it to qk_rope_head_dim
+        "intermediate_size": 32,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 10000.0,
+        "rope_interleave": True,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "tie_word_embeddings": False,
+        "q_lora_rank": 32,
+        "kv_lora_rank": 16,
+        "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 8,
+        "v_head_dim": 16,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "n_shared_experts": 1,
+        "n_group": 4,
+        "topk_group": 2,
+        "routed_scaling_factor": 2.5,
+        "norm_topk_prob": True,
+        "first_k_dense_replace": 1,
+    },
+    "gptoss": {  # sinks, Q/K/V/O biases, a sliding layer (window 4) then a full one, a biased
+        # router whose top-k logits are softmaxed, biased experts stored as transformers holds
+        # them (gate_up_proj [n_expert, n_embd, 2 n_ff], gate and up columns interleaved), the
+        # clamped swiglu_oai; the Hub's YaRN but with truncate (llama.cpp's corr_dims floor/ceil;
+        # the Hub's truncate false is not what llama.cpp or sluice compute)
+        "architectures": ["GptOssForCausalLM"],
+        "model_type": "gpt_oss",
+        "num_hidden_layers": 2,
+        "intermediate_size": 32,
+        "max_position_embeddings": 131072,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 150000.0,
+        "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                         "truncate": True, "original_max_position_embeddings": 4096},
+        "sliding_window": 4,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "attention_bias": True,
+        "hidden_act": "silu",
+        "swiglu_limit": 7.0,
+        "tie_word_embeddings": False,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+        "output_router_logits": False,
+    },
 }
 
 # name → (family, weight dtype, seed). The F32 ones are the 1e-4 parity set; the others check that
@@ -97,7 +227,27 @@ MODELS = {
     "llama-bf16": ("llama", "BF16", 4225),
     "qwen2-f16": ("qwen2", "F16", 4106),
     "gemma3-bf16": ("gemma3", "BF16", 4107),
+    "qwen3moe": ("qwen3moe", "F32", 4301),
+    "mixtral": ("mixtral", "F32", 4302),
+    "olmoe": ("olmoe", "F32", 4303),
+    "qwen3moe-fused": ("qwen3moe", "F32", 4301),
+    "glm4moe": ("glm4moe", "F32", 4304),
+    "deepseek3": ("deepseek3", "F32", 4305),
+    "qwen3moe-bf16": ("qwen3moe", "BF16", 4404),  # of 4401..4406: the widest router margin
+    "gptoss": ("gptoss", "F32", 4505),  # of 4501..4507: wide greedy and router margins
 }
+
+# How the routed experts are stored. "per_expert": as on the Hub and as transformers 5 saves by
+# default (mlp.experts.N.{gate,up,down}_proj.weight, mixtral's block_sparse_moe.experts.N.w1/w3/w2),
+# which transformers fuses at load. "fused": transformers 5's own parameters, written as they are
+# (save_original_format=False): mlp.experts.gate_up_proj [n_expert, 2 n_ff, n_embd], gate rows
+# first, and mlp.experts.down_proj [n_expert, n_embd, n_ff]. qwen3moe-fused holds qwen3moe's
+# weights (same seed) fused, so its golden must equal qwen3moe's.
+FUSED_EXPERTS = {"qwen3moe-fused"}
+
+
+def is_moe(cfg):
+    return any(k in cfg for k in ("num_experts", "num_local_experts", "n_routed_experts"))
 
 
 def config(name):
@@ -118,28 +268,125 @@ def _tensor_specs(cfg):
     for il in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{il}."
         specs.append((p + "input_layernorm.weight", (d,), "norm"))
+        if cfg["model_type"] == "gpt_oss":
+            specs += _gpt_oss_layer_specs(cfg, p)
+            continue
+        if cfg["model_type"] == "deepseek_v3":
+            specs += _mla_specs(cfg, p)
+            specs.append((p + "post_attention_layernorm.weight", (d,), "norm"))
+            if il >= cfg["first_k_dense_replace"]:
+                specs += _expert_specs(cfg, p)
+            else:
+                specs.append((p + "mlp.gate_proj.weight", (ff, d), "matrix"))
+                specs.append((p + "mlp.up_proj.weight", (ff, d), "matrix"))
+                specs.append((p + "mlp.down_proj.weight", (d, ff), "matrix"))
+            continue
         specs.append((p + "self_attn.q_proj.weight", (dq, d), "matrix"))
         specs.append((p + "self_attn.k_proj.weight", (dkv, d), "matrix"))
         specs.append((p + "self_attn.v_proj.weight", (dkv, d), "matrix"))
-        if cfg["model_type"] == "qwen2":
+        if cfg["model_type"] in ("qwen2", "glm4_moe"):
             specs.append((p + "self_attn.q_proj.bias", (dq,), "bias"))
             specs.append((p + "self_attn.k_proj.bias", (dkv,), "bias"))
             specs.append((p + "self_attn.v_proj.bias", (dkv,), "bias"))
-        if cfg["model_type"] in ("qwen3", "gemma3_text"):
+        if cfg["model_type"] in ("qwen3", "gemma3_text", "qwen3_moe", "glm4_moe"):
             specs.append((p + "self_attn.q_norm.weight", (cfg["head_dim"],), "norm"))
             specs.append((p + "self_attn.k_norm.weight", (cfg["head_dim"],), "norm"))
+        if cfg["model_type"] == "olmoe":  # one norm across all heads' Q, one across K's
+            specs.append((p + "self_attn.q_norm.weight", (dq,), "norm"))
+            specs.append((p + "self_attn.k_norm.weight", (dkv,), "norm"))
         specs.append((p + "self_attn.o_proj.weight", (d, dq), "matrix"))
         specs.append((p + "post_attention_layernorm.weight", (d,), "norm"))
         if gemma:
             specs.append((p + "pre_feedforward_layernorm.weight", (d,), "norm"))
             specs.append((p + "post_feedforward_layernorm.weight", (d,), "norm"))
-        specs.append((p + "mlp.gate_proj.weight", (ff, d), "matrix"))
-        specs.append((p + "mlp.up_proj.weight", (ff, d), "matrix"))
-        specs.append((p + "mlp.down_proj.weight", (d, ff), "matrix"))
+        if is_moe(cfg) and il >= cfg.get("first_k_dense_replace", 0):
+            specs += _expert_specs(cfg, p)
+        else:
+            specs.append((p + "mlp.gate_proj.weight", (ff, d), "matrix"))
+            specs.append((p + "mlp.up_proj.weight", (ff, d), "matrix"))
+            specs.append((p + "mlp.down_proj.weight", (d, ff), "matrix"))
     specs.append(("model.norm.weight", (d,), "norm"))
     if not cfg["tie_word_embeddings"]:
         specs.append(("lm_head.weight", (v, d), "matrix"))
     return specs
+
+
+def _gpt_oss_layer_specs(cfg, p):
+    """gpt-oss's layer after input_layernorm, with transformers' own expert parameters."""
+    d, ff, n_head = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_attention_heads"]
+    dq, dkv = n_head * cfg["head_dim"], cfg["num_key_value_heads"] * cfg["head_dim"]
+    n_expert = cfg["num_local_experts"]
+    a, m = p + "self_attn.", p + "mlp."
+    return [(a + "q_proj.weight", (dq, d), "matrix"), (a + "q_proj.bias", (dq,), "bias"),
+            (a + "k_proj.weight", (dkv, d), "matrix"), (a + "k_proj.bias", (dkv,), "bias"),
+            (a + "v_proj.weight", (dkv, d), "matrix"), (a + "v_proj.bias", (dkv,), "bias"),
+            (a + "o_proj.weight", (d, dq), "matrix"), (a + "o_proj.bias", (d,), "bias"),
+            (a + "sinks", (n_head,), "bias"),
+            (p + "post_attention_layernorm.weight", (d,), "norm"),
+            (m + "router.weight", (n_expert, d), "matrix"),
+            (m + "router.bias", (n_expert,), "bias"),
+            (m + "experts.gate_up_proj", (n_expert, d, 2 * ff), "matrix"),  # fan-in d
+            (m + "experts.gate_up_proj_bias", (n_expert, 2 * ff), "bias"),
+            (m + "experts.down_proj", (n_expert, ff, d), "matrix"),  # fan-in ff
+            (m + "experts.down_proj_bias", (n_expert, d), "bias")]
+
+
+def _mla_specs(cfg, p):
+    """DeepSeek's multi-head latent attention: Q through a LoRA, K/V from a shared latent."""
+    d, n_head = cfg["hidden_size"], cfg["num_attention_heads"]
+    q_rank, kv_rank = cfg["q_lora_rank"], cfg["kv_lora_rank"]
+    nope, rope, v = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    a = p + "self_attn."
+    return [(a + "q_a_proj.weight", (q_rank, d), "matrix"),
+            (a + "q_a_layernorm.weight", (q_rank,), "norm"),
+            (a + "q_b_proj.weight", (n_head * (nope + rope), q_rank), "matrix"),
+            (a + "kv_a_proj_with_mqa.weight", (kv_rank + rope, d), "matrix"),
+            (a + "kv_a_layernorm.weight", (kv_rank,), "norm"),
+            (a + "kv_b_proj.weight", (n_head * (nope + v), kv_rank), "matrix"),
+            (a + "o_proj.weight", (d, n_head * v), "matrix")]
+
+
+def _expert_specs(cfg, p):
+    """The router and the experts of one layer, per expert and in expert order (so each part's
+    matrices lie evenly spaced in the file, as they do in a Hub snapshot of fewer than 11)."""
+    d = cfg["hidden_size"]
+    n_expert = cfg.get("num_experts", cfg.get("num_local_experts", cfg.get("n_routed_experts")))
+    ff = cfg.get("moe_intermediate_size", cfg["intermediate_size"])
+    mixtral = cfg["model_type"] == "mixtral"
+    moe = p + ("block_sparse_moe." if mixtral else "mlp.")
+    specs = [(moe + "gate.weight", (n_expert, d), "matrix")]
+    if "n_routed_experts" in cfg:  # sigmoid routing's selection bias, of the scores' scale
+        specs.append((moe + "gate.e_score_correction_bias", (n_expert,), "bias"))
+    names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+    for e in range(n_expert):
+        specs.append((f"{moe}experts.{e}.{names[0]}.weight", (ff, d), "matrix"))
+        specs.append((f"{moe}experts.{e}.{names[1]}.weight", (ff, d), "matrix"))
+        specs.append((f"{moe}experts.{e}.{names[2]}.weight", (d, ff), "matrix"))
+    if cfg.get("n_shared_experts"):
+        shared = ff * cfg["n_shared_experts"]
+        specs.append((moe + "shared_experts.gate_proj.weight", (shared, d), "matrix"))
+        specs.append((moe + "shared_experts.up_proj.weight", (shared, d), "matrix"))
+        specs.append((moe + "shared_experts.down_proj.weight", (d, shared), "matrix"))
+    return specs
+
+
+def _fuse_experts(tensors, cfg):
+    """Per-expert tensors → transformers 5's fused gate_up_proj / down_proj, in their place."""
+    n_expert = cfg["num_experts"]
+    result = {}
+    for hf_name, x in tensors.items():
+        if ".mlp.experts." not in hf_name:
+            result[hf_name] = x
+            continue
+        p = hf_name[:hf_name.index(".mlp.experts.") + len(".mlp.experts.")]
+        if p + "gate_up_proj" in result:
+            continue
+        result[p + "gate_up_proj"] = np.stack([np.concatenate(
+            [tensors[f"{p}{e}.gate_proj.weight"], tensors[f"{p}{e}.up_proj.weight"]])
+            for e in range(n_expert)])
+        result[p + "down_proj"] = np.stack([tensors[f"{p}{e}.down_proj.weight"]
+                                            for e in range(n_expert)])
+    return result
 
 
 def weights(name):
@@ -160,7 +407,7 @@ def weights(name):
         elif kind == "bias":
             x *= np.float32(0.1)
         result[hf_name] = _round_to(x.astype(np.float32), dtype)
-    return result
+    return _fuse_experts(result, cfg) if name in FUSED_EXPERTS else result
 
 
 def _round_to(x, dtype):

@@ -2,8 +2,11 @@
 // convert_hf_to_gguf.py would write, and HF tensor names → GGUF names. What a family needs beyond
 // that is one row of kFamilies and the settings it refuses; everything else (shapes, dtypes,
 // missing tensors) is left to the architecture's WeightBinder, which checks it for GGUF too.
+// Routed experts keep one tensor per expert ("blk.N.ffn_gate.E.weight", which the binder stacks):
+// transformers 5's fused gate_up_proj is cut into such halves, deepseek's kv_b_proj per head.
 #include "model/hf_snapshot.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +23,17 @@ namespace {
 
 using Json = nlohmann::json;
 
+// How a MoE family's config.json names its experts' settings.
+enum class Moe {
+  kNone,
+  kQwen3,     // moe_intermediate_size, norm_topk_prob (default false)
+  kMixtral,   // intermediate_size; the chosen weights always renormalised
+  kOlmoe,     // intermediate_size, norm_topk_prob (default false)
+  kGlm,       // n_routed_experts, moe_intermediate_size, norm_topk_prob (default true); sigmoid
+              // routing with groups, shared experts, leading dense layers
+  kDeepseek,  // as kGlm, with multi-head latent attention
+};
+
 struct Family {
   std::string_view model_type;  // config.json's
   std::string_view arch;        // general.architecture
@@ -27,6 +41,7 @@ struct Family {
   std::string_view activation;  // the only hidden_act the architecture computes
   bool tied_default;            // tie_word_embeddings when config.json omits it
   double rope_theta_default;
+  Moe moe = Moe::kNone;
 };
 
 constexpr Family kFamilies[] = {
@@ -34,6 +49,11 @@ constexpr Family kFamilies[] = {
     {"qwen2", "qwen2", false, "silu", false, 10000.0},
     {"qwen3", "qwen3", false, "silu", false, 10000.0},
     {"gemma3_text", "gemma3", true, "gelu_pytorch_tanh", true, 1000000.0},
+    {"qwen3_moe", "qwen3moe", false, "silu", false, 10000.0, Moe::kQwen3},
+    {"mixtral", "llama", false, "silu", false, 1000000.0, Moe::kMixtral},
+    {"olmoe", "olmoe", false, "silu", false, 10000.0, Moe::kOlmoe},
+    {"glm4_moe", "glm4moe", false, "silu", false, 10000.0, Moe::kGlm},
+    {"deepseek_v3", "deepseek2", false, "silu", false, 10000.0, Moe::kDeepseek},
 };
 
 // One JSON object of config.json (the root, or gemma3's text_config), read with the key named on
@@ -94,7 +114,8 @@ class Config {
 
 struct Rope {
   double theta = 10000.0;
-  double linear_factor = 1.0;  // 1: unscaled
+  double linear_factor = 1.0;            // 1: unscaled
+  std::optional<double> partial_factor;  // the share of each head rotated, when given here
 };
 
 // One RoPE parameter set: transformers 5's rope_parameters entry or the older rope_scaling
@@ -119,9 +140,8 @@ Rope parse_rope(const Config& config, const Json& params, std::string_view where
                   ") is not supported for a Hugging Face snapshot (default and linear are)");
   }
   if (!(rope.theta > 0)) config.refuse(config.key(where), "rope_theta must be positive");
-  if (params.contains("partial_rotary_factor") &&
-      config.number(params, "partial_rotary_factor", where) != 1.0) {
-    config.refuse(config.key(where), "partial_rotary_factor other than 1 is not supported");
+  if (params.contains("partial_rotary_factor")) {
+    rope.partial_factor = config.number(params, "partial_rotary_factor", where);
   }
   return rope;
 }
@@ -138,18 +158,23 @@ std::pair<Rope, Rope> read_rope(const Config& config, const Family& family) {
       const Rope local = params->contains("sliding_attention")
                              ? parse_rope(config, params->at("sliding_attention"),
                                           "rope_parameters.sliding_attention.", local_theta)
-                             : Rope{local_theta, 1.0};
+                             : Rope{local_theta, 1.0, std::nullopt};
       return {global, local};
     }
-    return {parse_rope(config, *params, "rope_parameters.", theta), Rope{local_theta, 1.0}};
+    return {parse_rope(config, *params, "rope_parameters.", theta),
+            Rope{local_theta, 1.0, std::nullopt}};
   }
-  Rope global{theta, 1.0};
+  Rope global{theta, 1.0, std::nullopt};
   if (const Json* scaling = config.find("rope_scaling")) {
     if (!scaling->is_object()) config.refuse("rope_scaling is not an object");
     global = parse_rope(config, *scaling, "rope_scaling.", theta);
   }
-  return {global, Rope{local_theta, 1.0}};
+  return {global, Rope{local_theta, 1.0, std::nullopt}};
 }
+
+struct Rename {
+  std::string_view hf, gguf;
+};
 
 class Translator {
  public:
@@ -163,7 +188,7 @@ class Translator {
 
   ModelFile run() {
     out_.add_metadata("general.architecture", MetaValue::string(arch_));
-    if (family_.model_type == "llama") {
+    if (family_.arch == "llama") {  // llama and mixtral
       out_.add_metadata(std::string(kHfRopeRotateHalf), MetaValue::scalar(true));
     }
     if (family_.gemma) out_.add_metadata(std::string(kHfNormPlusOne), MetaValue::scalar(true));
@@ -187,6 +212,7 @@ class Translator {
     const Config& c = config_;
     const int64_t n_embd = c.integer("hidden_size");
     const int64_t n_layer = c.integer("num_hidden_layers");
+    n_layer_ = n_layer;
     const int64_t n_head = c.integer("num_attention_heads");
     if (n_head <= 0 || n_layer <= 0) {
       c.refuse("num_attention_heads and num_hidden_layers must be positive");
@@ -198,9 +224,13 @@ class Translator {
     put_u32("block_count", n_layer);
     put_u32("feed_forward_length", c.integer("intermediate_size"));
     put_u32("attention.head_count", n_head);
-    put_u32("attention.head_count_kv", c.integer("num_key_value_heads", n_head));
-    put_u32("attention.key_length", head_dim);
-    put_u32("attention.value_length", head_dim);
+    if (family_.moe == Moe::kDeepseek) {
+      mla_settings();
+    } else {
+      put_u32("attention.head_count_kv", c.integer("num_key_value_heads", n_head));
+      put_u32("attention.key_length", head_dim);
+      put_u32("attention.value_length", head_dim);
+    }
     put_f32("attention.layer_norm_rms_epsilon", c.number("rms_norm_eps", 1e-6));
 
     const std::string act = c.string(family_.gemma ? "hidden_activation" : "hidden_act",
@@ -212,16 +242,113 @@ class Translator {
     if (c.boolean("mlp_bias", false)) c.refuse("mlp_bias is not supported");
     if (c.boolean("use_sliding_window", false)) c.refuse("use_sliding_window is not supported");
 
-    if (c.number("partial_rotary_factor", 1.0) != 1.0) {
-      c.refuse("partial_rotary_factor other than 1 is not supported");
-    }
     const auto [global, local] = read_rope(c, family_);
+    // Glm4MoeConfig's default is 0.5.
+    const double partial = global.partial_factor.value_or(
+        c.number("partial_rotary_factor", family_.moe == Moe::kGlm ? 0.5 : 1.0));
+    if (partial != 1.0 || local.partial_factor.value_or(1.0) != 1.0) {
+      // glm4_moe rotates the first head_dim * factor dimensions of each head (rotate_half
+      // within them), which rope.dimension_count with NeoX RoPE computes.
+      const double n_rot = double(head_dim) * partial;
+      if (family_.moe != Moe::kGlm || !(n_rot > 0) || n_rot != std::floor(n_rot) ||
+          int64_t(n_rot) % 2 != 0 || local.partial_factor.value_or(1.0) != 1.0) {
+        c.refuse("partial_rotary_factor ", partial, " is not supported for ", family_.model_type);
+      }
+      put_u32("rope.dimension_count", int64_t(n_rot));
+    }
     put_f32("rope.freq_base", global.theta);
     if (global.linear_factor != 1.0) {
       out_.add_metadata(arch_ + ".rope.scaling.type", MetaValue::string("linear"));
       put_f32("rope.scaling.factor", global.linear_factor);
     }
     if (family_.gemma) gemma_settings(n_embd, n_layer, n_head, head_dim, local);
+    if (family_.moe != Moe::kNone) moe_settings(n_layer);
+  }
+
+  // The router and experts: what llama.cpp's converters write for these families. Layers without
+  // experts, and anything transformers would compute that the architecture does not, are refused.
+  void moe_settings(int64_t n_layer) {
+    const Config& c = config_;
+    const bool mixtral = family_.moe == Moe::kMixtral;
+    // The Hub's qwen3_moe configs say num_experts; transformers 5 saves num_local_experts.
+    const bool deepseek_moe = family_.moe == Moe::kGlm || family_.moe == Moe::kDeepseek;
+    const char* count_key = deepseek_moe            ? "n_routed_experts"
+                            : c.find("num_experts") ? "num_experts"
+                                                    : "num_local_experts";
+    const char* ff_key =
+        family_.moe == Moe::kQwen3 || deepseek_moe ? "moe_intermediate_size" : "intermediate_size";
+    const int64_t n_expert = c.integer(count_key);
+    const int64_t n_used = c.integer("num_experts_per_tok");
+    if (n_expert <= 0 || n_used <= 0 || n_used > n_expert) {
+      c.refuse("num_experts_per_tok must be 1..", count_key, " (", n_used, " of ", n_expert, ")");
+    }
+    put_u32("expert_count", n_expert);
+    put_u32("expert_used_count", n_used);
+    put_u32("expert_feed_forward_length", c.integer(ff_key));
+    // transformers' defaults: Glm4MoeConfig renormalises, Qwen3MoeConfig and OlmoeConfig do not.
+    const bool norm = mixtral || c.boolean("norm_topk_prob", deepseek_moe);
+    out_.add_metadata(arch_ + ".expert_weights_norm", MetaValue::scalar(norm));
+    if (family_.moe == Moe::kQwen3) {
+      const int64_t step = c.integer("decoder_sparse_step", 1);
+      const Json* dense = c.find("mlp_only_layers");
+      if (step != 1 || (dense != nullptr && !(dense->is_array() && dense->empty()))) {
+        c.refuse("qwen3_moe layers without experts (decoder_sparse_step ", step,
+                 ", mlp_only_layers) are not supported; every one of the ", n_layer,
+                 " layers must be MoE");
+      }
+    }
+    if (mixtral && c.find("sliding_window")) {
+      c.refuse("sliding_window is not supported for mixtral");
+    }
+    if (family_.moe == Moe::kOlmoe && c.find("clip_qkv")) {
+      c.refuse("clip_qkv is not supported for olmoe");
+    }
+    if (deepseek_moe) deepseek_moe_settings(n_layer, n_expert, n_used);
+  }
+
+  // transformers' Glm4MoeMoE and DeepseekV3MoE: sigmoid scores; the choice by score +
+  // e_score_correction_bias among the topk_group of n_group groups (ranked by their best two);
+  // the chosen scores renormalised (norm_topk_prob) and times routed_scaling_factor; plus shared
+  // experts of n_shared_experts * moe_intermediate_size, after first_k_dense_replace dense
+  // layers. The defaults are each config class's.
+  void deepseek_moe_settings(int64_t n_layer, int64_t n_expert, int64_t n_used) {
+    const Config& c = config_;
+    const bool v3 = family_.moe == Moe::kDeepseek;
+    out_.add_metadata(arch_ + ".expert_gating_func", MetaValue::scalar(uint32_t(2)));
+    put_u32("expert_shared_count", c.integer("n_shared_experts", 1));
+    const int64_t n_dense = c.integer("first_k_dense_replace", v3 ? 3 : 1);
+    if (n_dense < 0 || n_dense > n_layer) c.refuse("first_k_dense_replace must be 0..", n_layer);
+    put_u32("leading_dense_block_count", n_dense);
+    put_f32("expert_weights_scale", c.number("routed_scaling_factor", v3 ? 2.5 : 1.0));
+    const int64_t n_group = c.integer("n_group", v3 ? 8 : 1);
+    const int64_t n_group_used = c.integer("topk_group", v3 ? 4 : 1);
+    if (n_group <= 0 || n_expert % n_group != 0 || n_group_used <= 0 || n_group_used > n_group ||
+        n_used > n_group_used * (n_expert / n_group) || (n_group > 1 && n_expert / n_group < 2)) {
+      c.refuse("n_group ", n_group, " / topk_group ", n_group_used, " do not fit ", n_expert,
+               " experts choosing ", n_used);
+    }
+    put_u32("expert_group_count", n_group);
+    put_u32("expert_group_used_count", n_group_used);
+  }
+
+  // DeepSeek V3's multi-head latent attention in llama.cpp's MLA form: one cached "head" of the
+  // kv_lora_rank latent plus the rotary part, per-head sizes in key/value_length_mla. RoPE on
+  // adjacent pairs (transformers' rope_interleave) is what arch/deepseek2.cpp computes.
+  void mla_settings() {
+    const Config& c = config_;
+    const int64_t kv_rank = c.integer("kv_lora_rank");
+    const int64_t rope = c.integer("qk_rope_head_dim");
+    const int64_t nope = c.integer("qk_nope_head_dim");
+    put_u32("attention.head_count_kv", 1);
+    put_u32("attention.key_length", kv_rank + rope);
+    put_u32("attention.value_length", kv_rank);
+    put_u32("attention.key_length_mla", nope + rope);
+    put_u32("attention.value_length_mla", c.integer("v_head_dim"));
+    put_u32("attention.q_lora_rank", c.integer("q_lora_rank", 0));
+    put_u32("attention.kv_lora_rank", kv_rank);
+    put_u32("rope.dimension_count", rope);
+    if (!c.boolean("rope_interleave", true)) c.refuse("rope_interleave false is not supported");
+    if (c.boolean("attention_bias", false)) c.refuse("attention_bias is not supported");
   }
 
   // What arch/gemma3.cpp computes as llama.cpp does; a config asking for anything else is refused
@@ -239,7 +366,7 @@ class Translator {
       c.refuse("gemma3 sliding layers must use RoPE base 10000 unscaled (found base ", local.theta,
                ", factor ", local.linear_factor, ")");
     }
-    const double expected = n_layer == 62 ? double(n_embd / n_head) : double(head_dim);
+    const double expected = double(n_layer == 62 ? n_embd / n_head : head_dim);
     const double scalar = c.number("query_pre_attn_scalar", expected);
     if (scalar != expected) {
       c.refuse("query_pre_attn_scalar ", scalar, " is not supported (gemma3 with ", n_layer,
@@ -293,9 +420,6 @@ class Translator {
     const std::string_view rest = name.substr(dot + 1);
     if (rest.ends_with("rotary_emb.inv_freq")) return "";  // recomputed from rope_theta
 
-    struct Rename {
-      std::string_view hf, gguf;
-    };
     static constexpr Rename kCommon[] = {
         {"input_layernorm.weight", "attn_norm.weight"},
         {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -321,6 +445,14 @@ class Translator {
         {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
     };
     const std::string blk = "blk." + std::string(layer) + ".";
+    // glm4_moe snapshots carry the NextN (multi-token prediction) layers after the decoder's,
+    // which transformers does not load (_keys_to_ignore_on_load_unexpected): neither do we.
+    if (family_.moe == Moe::kGlm || family_.moe == Moe::kDeepseek) {
+      int64_t index = 0;
+      const auto [end, error] = std::from_chars(layer.data(), layer.data() + layer.size(), index);
+      if (error != std::errc() || index >= n_layer_) return "";
+    }
+    if (family_.moe != Moe::kNone) return moe_name(blk, rest);
     for (const Rename& r : kCommon) {
       if (rest == r.hf) return blk + std::string(r.gguf);
     }
@@ -334,6 +466,144 @@ class Translator {
       }
     }
     return std::nullopt;
+  }
+
+  // A MoE layer's tensor: its attention as the dense families', the FFN norm, the router, and the
+  // experts — per expert ("mlp.experts.3.up_proj.weight" → "ffn_up.3.weight"; mixtral's
+  // block_sparse_moe.experts.3.w1/w3/w2 are gate/up/down) or fused as transformers 5 holds them
+  // (down_proj is already the GGUF stack; gate_up_proj is cut by split_gate_up).
+  std::optional<std::string> moe_name(const std::string& blk, std::string_view rest) const {
+    static constexpr Rename kMoe[] = {
+        {"input_layernorm.weight", "attn_norm.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.k_proj.weight", "attn_k.weight"},
+        {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"mlp.gate.weight", "ffn_gate_inp.weight"},
+        {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+        {"mlp.experts.gate_up_proj", "ffn_gate_up_exps.weight"},
+        {"mlp.experts.down_proj", "ffn_down_exps.weight"},
+    };
+    for (const Rename& r : kMoe) {
+      if (rest == r.hf) return blk + std::string(r.gguf);
+    }
+    if (rest == "post_attention_layernorm.weight") {  // glm4moe's FFN norm has llama.cpp's name
+      return blk + (family_.moe == Moe::kGlm ? "post_attention_norm.weight" : "ffn_norm.weight");
+    }
+    if (family_.moe == Moe::kDeepseek) {
+      static constexpr Rename kMla[] = {
+          {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+          {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+          {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+          {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+          {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+          {"self_attn.kv_b_proj.weight", "attn_kv_b_hf.weight"},  // cut by split_kv_b
+      };
+      for (const Rename& r : kMla) {
+        if (rest == r.hf) return blk + std::string(r.gguf);
+      }
+    }
+    if (family_.moe == Moe::kGlm ||
+        family_.moe == Moe::kDeepseek) {  // Q/K/V biases, dense lead layers, the selection bias and
+      // shared experts
+      static constexpr Rename kGlm[] = {
+          {"self_attn.q_proj.bias", "attn_q.bias"},
+          {"self_attn.k_proj.bias", "attn_k.bias"},
+          {"self_attn.v_proj.bias", "attn_v.bias"},
+          {"mlp.gate_proj.weight", "ffn_gate.weight"},
+          {"mlp.up_proj.weight", "ffn_up.weight"},
+          {"mlp.down_proj.weight", "ffn_down.weight"},
+          {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+          {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+          {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+          {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
+      };
+      for (const Rename& r : kGlm) {
+        if (rest == r.hf) return blk + std::string(r.gguf);
+      }
+    }
+    static constexpr Rename kExpert[] = {
+        {"gate_proj.weight", "ffn_gate"}, {"up_proj.weight", "ffn_up"},
+        {"down_proj.weight", "ffn_down"}, {"w1.weight", "ffn_gate"},
+        {"w3.weight", "ffn_up"},          {"w2.weight", "ffn_down"},
+    };
+    for (std::string_view experts : {"mlp.experts.", "block_sparse_moe.experts."}) {
+      if (!rest.starts_with(experts)) continue;
+      std::string_view tail = rest.substr(experts.size());
+      const size_t dot = tail.find('.');
+      const std::string_view expert = tail.substr(0, dot);
+      if (dot == std::string_view::npos || expert.empty() ||
+          expert.find_first_not_of("0123456789") != std::string_view::npos) {
+        return std::nullopt;
+      }
+      // Mixtral names its experts w1/w2/w3, the others gate_proj/up_proj/down_proj.
+      const bool mixtral_names = experts.starts_with("block");
+      for (size_t i = mixtral_names ? 3 : 0; i < (mixtral_names ? 6 : 3); ++i) {
+        if (tail.substr(dot + 1) == kExpert[i].hf) {
+          return blk + std::string(kExpert[i].gguf) + "." + std::string(expert) + ".weight";
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  // transformers 5's mlp.experts.gate_up_proj [n_expert, 2 n_ff, n_embd]: each expert's gate rows
+  // then its up rows, so each half is one contiguous [n_embd, n_ff] matrix per expert.
+  void split_gate_up(const TensorInfo& fused, const std::string& blk) {
+    const uint64_t n_expert = fused.ne[2];
+    if (fused.n_dims != 3 || fused.ne[1] % 2 != 0 || n_expert == 0 ||
+        fused.n_bytes % (2 * n_expert) != 0) {
+      fail(in_.format_name(), ": ", in_.display_name(), ": tensor '", fused.name,
+           "' is not [n_expert, 2 * n_ff, n_embd]");
+    }
+    const uint64_t half = fused.n_bytes / n_expert / 2;
+    static constexpr const char* kHalves[] = {"ffn_gate.", "ffn_up."};
+    for (uint64_t e = 0; e < n_expert; ++e) {
+      for (uint64_t h = 0; h < 2; ++h) {
+        TensorInfo piece = fused;
+        piece.name = blk + kHalves[h] + std::to_string(e) + ".weight";
+        piece.n_dims = 2;
+        piece.ne = {fused.ne[0], fused.ne[1] / 2, 1, 1};
+        piece.n_elements = fused.ne[0] * (fused.ne[1] / 2);
+        piece.n_bytes = half;
+        piece.offset = fused.offset + (2 * e + h) * half;
+        out_.add_tensor(std::move(piece));
+      }
+    }
+  }
+
+  // kv_b_proj [n_head * (nope + v), kv_lora_rank]: per head, nope rows of K then v rows of V.
+  // Each head's V rows are llama.cpp's attn_v_b matrix ("blk.N.attn_v_b.H.weight"); its K rows
+  // are attn_k_b transposed ("blk.N.attn_k_b_t.H.weight"), which blocks/mla_attention.cpp
+  // transposes at load — the one copy a snapshot's bytes need.
+  void split_kv_b(const TensorInfo& kv_b, const std::string& blk) {
+    const Config& c = config_;
+    const uint64_t nope = uint64_t(c.integer("qk_nope_head_dim"));
+    const uint64_t v = uint64_t(c.integer("v_head_dim"));
+    const uint64_t rank = kv_b.ne[0];
+    if (kv_b.n_dims != 2 || kv_b.n_elements == 0 || nope + v == 0 || kv_b.ne[1] % (nope + v) != 0 ||
+        kv_b.n_bytes % kv_b.n_elements != 0) {
+      fail(in_.format_name(), ": ", in_.display_name(), ": tensor '", kv_b.name,
+           "' is not [n_head * (qk_nope_head_dim + v_head_dim), kv_lora_rank] of a float type");
+    }
+    const uint64_t element = kv_b.n_bytes / kv_b.n_elements;
+    for (uint64_t h = 0; h < kv_b.ne[1] / (nope + v); ++h) {
+      const uint64_t head = kv_b.offset + h * (nope + v) * rank * element;
+      const uint64_t rows[] = {nope, v};
+      const uint64_t offsets[] = {head, head + nope * rank * element};
+      static constexpr const char* kParts[] = {"attn_k_b_t.", "attn_v_b."};
+      for (size_t i = 0; i < 2; ++i) {
+        TensorInfo piece = kv_b;
+        piece.name = blk + kParts[i] + std::to_string(h) + ".weight";
+        piece.ne = {rank, rows[i], 1, 1};
+        piece.n_elements = rank * rows[i];
+        piece.n_bytes = rank * rows[i] * element;
+        piece.offset = offsets[i];
+        out_.add_tensor(std::move(piece));
+      }
+    }
   }
 
   void tensors() {
@@ -350,6 +620,14 @@ class Translator {
       // Tied: transformers reads the head from embed_tokens whatever lm_head holds.
       if (name->empty() || (tied_ && *name == "output.weight")) continue;
       has_output = has_output || *name == "output.weight";
+      if (name->ends_with("ffn_gate_up_exps.weight")) {
+        split_gate_up(tensor, name->substr(0, name->size() - 23));
+        continue;
+      }
+      if (name->ends_with("attn_kv_b_hf.weight")) {
+        split_kv_b(tensor, name->substr(0, name->size() - 19));
+        continue;
+      }
       TensorInfo renamed = tensor;
       renamed.name = std::move(*name);
       out_.add_tensor(std::move(renamed));
@@ -370,6 +648,7 @@ class Translator {
   const Config& config_;
   std::string arch_;
   bool tied_;
+  int64_t n_layer_ = 0;
 };
 
 }  // namespace

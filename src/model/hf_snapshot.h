@@ -1,8 +1,9 @@
 // The Hugging Face snapshot translator: a safetensors ModelFile whose folder holds config.json
-// (model_type llama, qwen2, qwen3, gemma3_text, or gemma3 with a text_config) becomes a ModelFile
-// with the GGUF metadata and tensor names the architecture files read, over the same bytes —
-// HF's row-major [out, in] is GGUF's ne [in, out] — so nothing is converted or copied. Where the
-// two conventions differ in the numbers, it says so with the sluice.hf.* keys below.
+// (llama, qwen2, qwen3, gemma3_text, gemma3's text_config; MoE: qwen3_moe, mixtral, olmoe,
+// glm4_moe, deepseek_v3) becomes a ModelFile with the GGUF metadata and tensor names the
+// architectures read, over the same bytes (HF's row-major [out, in] is GGUF's ne [in, out]; only
+// deepseek's per-head K up-projection is transposed, at bind). Where the two conventions differ
+// in the numbers, it says so with the sluice.hf.* keys below.
 #pragma once
 
 #include <string_view>

@@ -1,6 +1,7 @@
 // WeightBinder's checks. Messages name the file, the tensor and what was expected.
 #include "model/weights.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "backend/cpu/vec_dot.h"
@@ -80,6 +81,10 @@ std::vector<MatrixView> WeightBinder::matrix_stack(const std::string& name, int6
 
 experts::ExpertTensor WeightBinder::expert_matrices(const std::string& name, int64_t n_cols,
                                                     int64_t n_rows, int64_t n_expert) {
+  if (!has(name) && name.ends_with("_exps.weight")) {
+    const std::string stem = name.substr(0, name.size() - 12);  // "blk.N.ffn_gate"
+    if (has(stem + ".0.weight")) return per_expert_matrices(name, stem, n_cols, n_rows, n_expert);
+  }
   const TensorInfo& info = require(name, {n_cols, n_rows, n_expert});
   if (cpu::vec_dot_kernel(info.type).fn == nullptr) {
     fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", name, "' has type ",
@@ -94,6 +99,59 @@ experts::ExpertTensor WeightBinder::expert_matrices(const std::string& name, int
   tensor.offset = info.offset;
   tensor.expert_bytes = info.n_bytes / uint64_t(n_expert);
   tensor.expert_stride = tensor.expert_bytes;
+  return tensor;
+}
+
+// The stack given as one 2-D tensor per expert, "blk.N.ffn_gate.E.weight" (old llama.cpp Mixtral
+// files; Hugging Face snapshots, per expert or fused, as model/hf_snapshot.cpp names them). Evenly
+// spaced experts in one file keep the stack's offset + e * stride; others (a Hub snapshot's name
+// order puts expert 10 after 1; a layer straddling two shards) get tables of offsets and files.
+// One type per stack, as the expert kernels assume.
+experts::ExpertTensor WeightBinder::per_expert_matrices(const std::string& name,
+                                                        const std::string& stem, int64_t n_cols,
+                                                        int64_t n_rows, int64_t n_expert) {
+  experts::ExpertTensor tensor;
+  std::vector<uint64_t> offsets;
+  std::vector<uint32_t> files;
+  for (int64_t e = 0; e < n_expert; ++e) {
+    const std::string piece = stem + "." + std::to_string(e) + ".weight";
+    if (!has(piece)) {
+      fail(file_.format_name(), ": ", file_.display_name(), ": missing tensor '", piece,
+           "' (expert ", e, " of ", n_expert, " for '", name, "')");
+    }
+    const TensorInfo& info = require(piece, {n_cols, n_rows});
+    if (e == 0) {
+      if (cpu::vec_dot_kernel(info.type).fn == nullptr) {
+        fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", piece, "' has type ",
+             qtype_name(info.type), ", which has no matrix kernel");
+      }
+      tensor.name = name;
+      tensor.type = info.type;
+      tensor.n_cols = n_cols;
+      tensor.n_rows = n_rows;
+      tensor.file_index = info.file_index;
+      tensor.offset = info.offset;
+      tensor.expert_bytes = info.n_bytes;
+    } else if (info.type != tensor.type || info.n_bytes != tensor.expert_bytes) {
+      fail(file_.format_name(), ": ", file_.display_name(), ": the experts of '", name,
+           "' do not all have one type (at '", piece, "': ", qtype_name(info.type), ")");
+    }
+    offsets.push_back(info.offset);
+    files.push_back(info.file_index);
+  }
+  tensor.expert_stride = n_expert == 1             ? tensor.expert_bytes
+                         : offsets[1] > offsets[0] ? offsets[1] - offsets[0]
+                                                   : 0;
+  bool even = tensor.expert_stride >= tensor.expert_bytes &&
+              std::all_of(files.begin(), files.end(), [&](uint32_t f) { return f == files[0]; });
+  for (int64_t e = 0; e < n_expert && even; ++e) {
+    even = offsets[size_t(e)] == tensor.offset_of(int32_t(e));
+  }
+  if (!even) {
+    tensor.expert_stride = 0;
+    tensor.expert_offsets = std::move(offsets);
+    tensor.expert_files = std::move(files);
+  }
   return tensor;
 }
 

@@ -32,8 +32,10 @@ class WeightBinder {
   std::vector<float> vector(const std::string& name, int64_t n);
   std::optional<std::vector<float>> optional_vector(const std::string& name, int64_t n);
 
-  // A [n_cols, n_rows, n_expert] stack of routed-expert matrices. Only its place on disk is
-  // returned: its bytes are not touched here, since routed experts may stream.
+  // A [n_cols, n_rows, n_expert] stack of routed-expert matrices, or the same given as one
+  // [n_cols, n_rows] tensor per expert ("blk.N.ffn_gate_exps.weight" → "blk.N.ffn_gate.E.weight")
+  // in one file. Only its place on disk is returned: its bytes are not touched here, since
+  // routed experts may stream.
   experts::ExpertTensor expert_matrices(const std::string& name, int64_t n_cols, int64_t n_rows,
                                         int64_t n_expert);
   // Every file a tensor may live in, for an ExpertLayout.
@@ -50,6 +52,8 @@ class WeightBinder {
 
  private:
   const TensorInfo& require(const std::string& name, std::initializer_list<int64_t> shape);
+  experts::ExpertTensor per_expert_matrices(const std::string& name, const std::string& stem,
+                                            int64_t n_cols, int64_t n_rows, int64_t n_expert);
 
   const ModelFile& file_;
   std::set<std::string> bound_;

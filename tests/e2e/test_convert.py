@@ -479,3 +479,24 @@ def test_sharded_snapshot(snapshots, converted, tmp_path):
     assert set(got) == set(want)
     for name, tensor in want.items():
         np.testing.assert_array_equal(np.array(got[name].data), np.array(tensor.data), name)
+
+
+def test_gemma3_multimodal_checkpoint_converts_its_text_model(converted, tmp_path):
+    """Gemma 3 4B and up ship as Gemma3ForConditionalGeneration: config.json's text_config,
+    tensors under model.language_model., a vision tower. The GGUF is the text model alone."""
+    snap = tmp_path / "gemma3-mm"
+    tiny_hf_models.write_snapshot("gemma3", snap)
+    text = json.loads((snap / "config.json").read_text())
+    (snap / "config.json").write_text(json.dumps({
+        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+        "text_config": text, "vision_config": {"hidden_size": 8}, "tie_word_embeddings": True}))
+    tensors = {name.replace("model.", "model.language_model.", 1): x
+               for name, x in tiny_hf_models.weights("gemma3").items()}
+    tensors["model.vision_tower.vision_model.post_layernorm.weight"] = np.ones(8, np.float32)
+    tensors["model.multi_modal_projector.mm_input_projection_weight"] = np.ones((8, 64), np.float32)
+    tiny_hf_models.write_safetensors(snap / "model.safetensors", tensors, "F32")
+    _, got = read(convert(snap, tmp_path / "gemma3-mm.gguf", "--type", "F32"))
+    _, want = read(converted["gemma3"])
+    assert set(got) == set(want)
+    for name, tensor in want.items():
+        np.testing.assert_array_equal(np.array(got[name].data), np.array(tensor.data), name)

@@ -89,7 +89,8 @@ def test_streamed_logits_are_bit_identical_to_resident(synthetic, tmp_path, name
         # Every acquired expert was a hit or a miss; each miss read one expert; bytes add up.
         assert stats["hits"] + stats["misses"] == resident_stats["hits"], label
         assert stats["experts_read"] >= stats["misses"], label
-        assert stats["bytes_read"] > 0 and stats["bytes_read"] % stats["experts_read"] == 0, label
+        # Bytes count when a read completes: a guess still in flight at exit is read, not counted.
+        assert 0 < stats["bytes_read"] <= stats["experts_read"] * stats["slot_bytes"], label
         # Per forward call (the prompt's chunk, then one per greedy token but the last, which
         # comes from the previous call's logits) the figures add up.
         assert len(stats["step_bytes_read"]) == stats["steps"] == 1 + 7, label

@@ -19,6 +19,41 @@ void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_str
   }
 }
 
+// A Hugging Face snapshot's per-head K and V up-projections (model/hf_snapshot.cpp): V as it is,
+// K ([kv_lora, head_dim_nope] each) transposed element by element into w.k_b_storage.
+void bind_hf_kv_b(WeightBinder& binder, int64_t layer, const MlaShape& s, MlaWeights& w) {
+  std::vector<MatrixView> k_t;
+  for (int64_t h = 0; h < s.n_head; ++h) {
+    const std::string k = "attn_k_b_t." + std::to_string(h) + ".weight";
+    const std::string v = "attn_v_b." + std::to_string(h) + ".weight";
+    k_t.push_back(binder.matrix(layer_tensor(layer, k.c_str()), s.kv_lora_rank, s.head_dim_nope));
+    w.wv_b.push_back(binder.matrix(layer_tensor(layer, v.c_str()), s.kv_lora_rank, s.head_dim_v));
+  }
+  const QType type = k_t[0].type;
+  const size_t element = type == QType::F32 ? 4 : type == QType::F16 || type == QType::BF16 ? 2 : 0;
+  if (element == 0) {
+    fail("blk.", layer, ".attn_k_b_t: type ", qtype_name(type), " cannot be transposed at load");
+  }
+  const size_t n = size_t(s.kv_lora_rank * s.head_dim_nope);
+  w.k_b_storage.resize(size_t(s.n_head) * n * element);
+  for (int64_t h = 0; h < s.n_head; ++h) {
+    if (k_t[size_t(h)].type != type) fail("blk.", layer, ".attn_k_b_t: heads of several types");
+    const uint8_t* src = static_cast<const uint8_t*>(k_t[size_t(h)].data);
+    uint8_t* dst = w.k_b_storage.data() + size_t(h) * n * element;
+    // src: head_dim_nope rows of kv_lora; dst: kv_lora rows of head_dim_nope.
+    for (int64_t i = 0; i < s.head_dim_nope; ++i) {
+      for (int64_t r = 0; r < s.kv_lora_rank; ++r) {
+        std::memcpy(dst + size_t(r * s.head_dim_nope + i) * element,
+                    src + size_t(i * s.kv_lora_rank + r) * element, element);
+      }
+    }
+  }
+  for (int64_t h = 0; h < s.n_head; ++h) {
+    w.wk_b.push_back(MatrixView{type, w.k_b_storage.data() + size_t(h) * n * element,
+                                s.head_dim_nope, s.kv_lora_rank});
+  }
+}
+
 }  // namespace
 
 MlaWeights bind_mla_attention(WeightBinder& binder, int64_t layer, const MlaShape& s) {
@@ -40,10 +75,15 @@ MlaWeights bind_mla_attention(WeightBinder& binder, int64_t layer, const MlaShap
          ".attn_kv_b.weight: the combined MLA up-projection of older conversions is "
          "not supported; convert the model again (split attn_k_b / attn_v_b)");
   }
-  w.wk_b = binder.matrix_stack(layer_tensor(layer, "attn_k_b.weight"), s.head_dim_nope,
-                               s.kv_lora_rank, s.n_head);
-  w.wv_b = binder.matrix_stack(layer_tensor(layer, "attn_v_b.weight"), s.kv_lora_rank, s.head_dim_v,
-                               s.n_head);
+  if (!binder.has(layer_tensor(layer, "attn_k_b.weight")) &&
+      binder.has(layer_tensor(layer, "attn_k_b_t.0.weight"))) {
+    bind_hf_kv_b(binder, layer, s, w);
+  } else {
+    w.wk_b = binder.matrix_stack(layer_tensor(layer, "attn_k_b.weight"), s.head_dim_nope,
+                                 s.kv_lora_rank, s.n_head);
+    w.wv_b = binder.matrix_stack(layer_tensor(layer, "attn_v_b.weight"), s.kv_lora_rank,
+                                 s.head_dim_v, s.n_head);
+  }
   w.wo =
       binder.matrix(layer_tensor(layer, "attn_output.weight"), s.n_head * s.head_dim_v, s.n_embd);
   return w;

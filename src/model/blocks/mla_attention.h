@@ -41,10 +41,15 @@ struct MlaWeights {
   std::vector<MatrixView> wk_b;  // n_head × [head_dim_nope, kv_lora]
   std::vector<MatrixView> wv_b;  // n_head × [kv_lora, head_dim_v]
   MatrixView wo;                 // [n_head * head_dim_v, n_embd]
+  // wk_b's bytes when the file has each head's K up-projection untransposed (a Hugging Face
+  // snapshot's kv_b_proj, "attn_k_b_t.H"): transposed here once, in its own type.
+  std::vector<uint8_t> k_b_storage;
 };
 
 // Binds blk.<layer>.attn_{q_a,q_a_norm,q_b | q}, attn_kv_a_mqa, attn_kv_a_norm, attn_k_b,
-// attn_v_b and attn_output. Files with the older combined attn_kv_b are refused.
+// attn_v_b and attn_output — or, from a Hugging Face snapshot, the per-head attn_k_b_t.H and
+// attn_v_b.H that model/hf_snapshot.cpp cuts from kv_b_proj. Files with the older combined
+// attn_kv_b are refused.
 MlaWeights bind_mla_attention(WeightBinder& binder, int64_t layer, const MlaShape& shape);
 
 // Scratch of one chunk (n = n_batch).
