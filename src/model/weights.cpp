@@ -32,6 +32,13 @@ std::string layer_tensor(int64_t layer, const char* suffix) {
 
 WeightBinder::WeightBinder(const ModelFile& file) : file_(file) {}
 
+void WeightBinder::require_matrix_kernel(const TensorInfo& info) const {
+  if (cpu::vec_dot_kernel(info.type).fn == nullptr) {
+    fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", info.name, "' has type ",
+         qtype_name(info.type), ", which has no matrix kernel");
+  }
+}
+
 const TensorInfo& WeightBinder::require(const std::string& name,
                                         std::initializer_list<int64_t> shape) {
   const TensorInfo* info = file_.find_tensor(name);
@@ -56,20 +63,14 @@ const TensorInfo& WeightBinder::require(const std::string& name,
 
 MatrixView WeightBinder::matrix(const std::string& name, int64_t n_cols, int64_t n_rows) {
   const TensorInfo& info = require(name, {n_cols, n_rows});
-  if (cpu::vec_dot_kernel(info.type).fn == nullptr) {
-    fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", name, "' has type ",
-         qtype_name(info.type), ", which has no matrix kernel");
-  }
+  require_matrix_kernel(info);
   return MatrixView{info.type, file_.tensor_bytes(info).data(), n_cols, n_rows};
 }
 
 std::vector<MatrixView> WeightBinder::matrix_stack(const std::string& name, int64_t n_cols,
                                                    int64_t n_rows, int64_t n_matrix) {
   const TensorInfo& info = require(name, {n_cols, n_rows, n_matrix});
-  if (cpu::vec_dot_kernel(info.type).fn == nullptr) {
-    fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", name, "' has type ",
-         qtype_name(info.type), ", which has no matrix kernel");
-  }
+  require_matrix_kernel(info);
   const auto* bytes = file_.tensor_bytes(info).data();
   const uint64_t matrix_bytes = *row_bytes(info.type, uint64_t(n_cols)) * uint64_t(n_rows);
   std::vector<MatrixView> views;
@@ -86,10 +87,7 @@ experts::ExpertTensor WeightBinder::expert_matrices(const std::string& name, int
     if (has(stem + ".0.weight")) return per_expert_matrices(name, stem, n_cols, n_rows, n_expert);
   }
   const TensorInfo& info = require(name, {n_cols, n_rows, n_expert});
-  if (cpu::vec_dot_kernel(info.type).fn == nullptr) {
-    fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", name, "' has type ",
-         qtype_name(info.type), ", which has no matrix kernel");
-  }
+  require_matrix_kernel(info);
   experts::ExpertTensor tensor;
   tensor.name = name;
   tensor.type = info.type;
@@ -121,10 +119,7 @@ experts::ExpertTensor WeightBinder::per_expert_matrices(const std::string& name,
     }
     const TensorInfo& info = require(piece, {n_cols, n_rows});
     if (e == 0) {
-      if (cpu::vec_dot_kernel(info.type).fn == nullptr) {
-        fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", piece, "' has type ",
-             qtype_name(info.type), ", which has no matrix kernel");
-      }
+      require_matrix_kernel(info);
       tensor.name = name;
       tensor.type = info.type;
       tensor.n_cols = n_cols;

@@ -52,6 +52,7 @@ class WeightBinder {
 
  private:
   const TensorInfo& require(const std::string& name, std::initializer_list<int64_t> shape);
+  void require_matrix_kernel(const TensorInfo& info) const;  // refuses a type without a dot
   experts::ExpertTensor per_expert_matrices(const std::string& name, const std::string& stem,
                                             int64_t n_cols, int64_t n_rows, int64_t n_expert);
 
