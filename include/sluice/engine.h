@@ -30,6 +30,7 @@ struct ModelOptions {
   int io_queue_depth = 32;         // reads in flight at once
   bool direct_io = true;           // O_DIRECT (buffered where the file system refuses it)
   bool prefetch_experts = true;    // speculative reads of the next layer's likely experts
+  std::string expert_eviction = "lru-frequency";  // or "lru"
 };
 
 // What the expert path did since the model was loaded (MoE models only).

@@ -53,6 +53,9 @@ void add_engine_options(CLI::App& app, EngineArgs& args) {
                "Read experts through the page cache, not O_DIRECT");
   app.add_flag("--no-prefetch", args.no_prefetch,
                "No speculative reads of the next layer's experts");
+  app.add_option("--expert-eviction", args.eviction, "Which cached expert a miss replaces")
+      ->check(CLI::IsMember({"lru", "lru-frequency"}))
+      ->capture_default_str();
   app.add_flag("--explain", args.explain, "Print where the model's bytes go, and why");
   app.add_option("--stats-json", args.stats_json, "Write the expert path's counters to this file");
 }
@@ -90,6 +93,7 @@ ModelOptions model_options(const EngineArgs& args) {
   options.io_queue_depth = args.queue_depth;
   options.direct_io = !args.buffered_io;
   options.prefetch_experts = !args.no_prefetch;
+  options.expert_eviction = args.eviction;
   return options;
 }
 

@@ -24,6 +24,7 @@ struct EngineArgs {
   int queue_depth = 32;
   bool buffered_io = false;
   bool no_prefetch = false;
+  std::string eviction = "lru-frequency";
   bool explain = false;
   std::string stats_json;  // write the expert telemetry here at exit
 };

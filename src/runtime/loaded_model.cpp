@@ -92,11 +92,17 @@ void LoadedModel::place_experts(const ModelOptions& options) {
   cache.queue_depth = options.io_queue_depth;
   cache.direct_io = options.direct_io;
   cache.prefetch = options.prefetch_experts;
+  if (options.expert_eviction != "lru" && options.expert_eviction != "lru-frequency") {
+    fail("expert eviction '", options.expert_eviction, "' is not one of: lru, lru-frequency");
+  }
+  cache.policy = options.expert_eviction == "lru" ? experts::EvictionPolicy::kLru
+                                                  : experts::EvictionPolicy::kLruFrequency;
   auto streamed = std::make_unique<experts::ExpertCache>(layout, cache);
   placement_.push_back(std::string("reads: ") + streamed->io_engine_name() + ", queue depth " +
                        std::to_string(cache.queue_depth) +
                        (streamed->direct_io() ? ", O_DIRECT" : ", buffered") +
-                       (cache.prefetch ? ", prefetch on" : ", prefetch off"));
+                       (cache.prefetch ? ", prefetch on" : ", prefetch off") + ", eviction " +
+                       options.expert_eviction);
   experts_ = std::move(streamed);
 }
 
