@@ -5,6 +5,9 @@
 
 #include <cstdio>
 
+#include "cli/interrupt.h"
+#include "sluice/error.h"
+
 namespace sluice::cli {
 
 namespace {
@@ -12,9 +15,15 @@ constexpr uint64_t kProgressMinBytes = uint64_t{256} << 20;
 }
 
 ProgressLine::ProgressLine(std::string label)
-    : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) == 1), start_(Clock::now()) {}
+    : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) == 1), start_(Clock::now()) {
+  install_interrupt_handler();
+}
 
 void ProgressLine::update(uint64_t done, uint64_t total) {
+  if (take_idle_interrupts() > 0) {
+    if (tty_) std::fputc('\n', stderr);
+    throw Error(label_ + ": interrupted; nothing was written");
+  }
   if (total < kProgressMinBytes) return;
   const auto now = Clock::now();
   const int tenth = int(done * 10 / total);

@@ -1,5 +1,7 @@
 // ProgressLine: "label: done / total GB (n%), rate" on stderr for long writes — rewritten in
 // place at most twice a second on a terminal, one line per tenth elsewhere (a log stays short).
+// It also makes Ctrl-C stop the write cleanly: update() throws, so the writer unwinds and its
+// temporary file is removed instead of left behind by a killed process.
 #pragma once
 
 #include <chrono>
@@ -10,8 +12,9 @@ namespace sluice::cli {
 
 class ProgressLine {
  public:
-  explicit ProgressLine(std::string label);
-  // Nothing for totals under 256 MiB: they finish before a line would say anything.
+  explicit ProgressLine(std::string label);  // installs the Ctrl-C handler (cli/interrupt.h)
+  // Nothing for totals under 256 MiB: they finish before a line would say anything. Throws
+  // sluice::Error once Ctrl-C was pressed.
   void update(uint64_t done, uint64_t total);
 
  private:

@@ -174,3 +174,21 @@ def test_repack_of_a_dense_model_is_refused(tmp_path):
     done = subprocess.run([SLUICE_BIN, "repack", dense, "-o", tmp_path / "x.experts"], capture_output=True, timeout=120)
     assert done.returncode == 1 and "no routed experts" in done.stderr.decode()
     assert not (tmp_path / "x.experts").exists()
+
+
+def test_ctrl_c_during_a_big_write_leaves_no_file(tmp_path):
+    """Ctrl-C while `sluice synth` writes a 17 GB file: it stops, says so, exits 1, and neither
+    the output nor its temporary file is left behind."""
+    import signal
+    import time
+    out = tmp_path / "big.gguf"
+    proc = subprocess.Popen([SLUICE_BIN, "synth", "--geometry", "qwen3-30b-a3b", "-o", out],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while not list(tmp_path.glob("big.gguf.tmp*")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err.decode()
+    assert "interrupted" in err.decode()
+    assert list(tmp_path.iterdir()) == []
