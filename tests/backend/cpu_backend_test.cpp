@@ -3,9 +3,13 @@
 // activations, and matmul against per-row reference dot products for every thread count.
 #include "backend/cpu/cpu_backend.h"
 
+#include "backend/cpu/vec_dot.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -85,7 +89,8 @@ std::vector<double> naive_attention(const float* q, const std::vector<float>& ke
 // tolerance: 2e-5 where values accumulate in float32; chunks of fewer than 64 tokens on F16
 // cells keep the accumulator in half precision (as llama.cpp does), which costs ~2^-11 a step.
 void check_attention(KvElement element, int64_t window, int64_t capacity, int64_t n_tokens,
-                     int64_t pos0, ThreadPool* pool, double tolerance = 2e-5) {
+                     int64_t pos0, ThreadPool* pool, double tolerance = 2e-5,
+                     const float* sinks = nullptr, std::vector<float>* result = nullptr) {
   cpu::CpuBackend backend(pool);
   const int64_t dim = 16, n_head = 4, n_head_kv = 2, n_pos = pos0 + n_tokens;
   // One key/value stream per KV head; positions before pos0 were stored earlier.
@@ -123,8 +128,10 @@ void check_attention(KvElement element, int64_t window, int64_t capacity, int64_
   call.pos0 = pos0;
   call.window = window;
   call.scale = 0.25f;
+  call.sinks = sinks;
   call.kv = kv;
   backend.attention(call);
+  if (result != nullptr) *result = out;
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t pos = pos0 + t;
     const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
@@ -154,6 +161,22 @@ TEST(CpuBackend, AttentionTiledPathForLongChunks) {
   ThreadPool pool(2);
   check_attention(KvElement::kF16, 0, 200, 70, 30, &pool);
   check_attention(KvElement::kF16, 50, 200, 70, 30, &pool);
+}
+
+// The AVX2 tiled kernel against the scalar tiled path it must equal bit for bit: sinks of -inf
+// change no number (e^-inf adds 0) but send a chunk of 64+ tokens down the scalar path.
+TEST(CpuBackend, AttentionTiledAvx2EqualsScalarBitForBit) {
+  if (!cpu::isa_supported(cpu::CpuIsa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  ThreadPool pool(2);
+  const std::vector<float> no_sinks(4, -std::numeric_limits<float>::infinity());
+  for (const int64_t window : {int64_t(0), int64_t(50)}) {
+    std::vector<float> avx2, scalar;
+    check_attention(KvElement::kF16, window, 200, 70, 30, &pool, 2e-5, nullptr, &avx2);
+    check_attention(KvElement::kF16, window, 200, 70, 30, &pool, 2e-5, no_sinks.data(), &scalar);
+    ASSERT_EQ(avx2.size(), scalar.size());
+    EXPECT_EQ(std::memcmp(avx2.data(), scalar.data(), avx2.size() * sizeof(float)), 0)
+        << "window " << window;
+  }
 }
 
 TEST(CpuBackend, AttentionSlidingWindowOnAWrappedRing) {
