@@ -105,11 +105,6 @@ class DeepSeek2 final : public LanguageModel {
     branch_.resize(size_t(n_batch * hp_.n_embd));
     attn_scratch_.reserve(shape_, n_batch);
     ffn_scratch_.reserve(ffn_, hp_.n_embd, n_batch);
-    for (const DeepSeekMoeWeights& ffn : ffn_) {
-      if (!ffn.is_moe) continue;
-      spec_scratch_.reserve(ffn.routed, hp_.n_embd, n_batch);
-      break;
-    }
   }
 
   void forward(Backend& backend, KvCache& kv, const ForwardRequest& request) override {
@@ -131,7 +126,10 @@ class DeepSeek2 final : public LanguageModel {
       backend.rms_norm(x, layer.ffn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
       trace("ffn_norm", il, xn_.data(), n_embd);
       deepseek_moe_route(backend, ffn, request.experts, il, xn_.data(), n, ffn_scratch_, trace);
-      prefetch_next_layer(backend, request.experts, il, x, n);
+      if (il + 1 < hp_.n_layer) {
+        deepseek_moe_prefetch(backend, ffn_[size_t(il + 1)], layers_[size_t(il + 1)].ffn_norm,
+                              hp_.rms_eps, request.experts, il + 1, x, n, n_embd, ffn_scratch_);
+      }
       deepseek_moe_compute(backend, ffn, request.experts, il, xn_.data(), n, n_embd, ffn_scratch_,
                            branch_.data(), trace);
       backend.add(x, branch_.data(), n * n_embd);
@@ -156,15 +154,6 @@ class DeepSeek2 final : public LanguageModel {
     kq_scale_ = mscale * mscale / std::sqrt(float(shape_.head_dim_q()));
   }
 
-  // While layer il's experts load and compute, guess layer il+1's from the hidden state it has
-  // now (ffn_inp of il under il+1's FFN norm) and start reading them.
-  void prefetch_next_layer(Backend& backend, experts::ExpertSource* source, int64_t il,
-                           const float* x, int64_t n) {
-    if (source == nullptr || il + 1 >= hp_.n_layer || !ffn_[size_t(il + 1)].is_moe) return;
-    moe_prefetch(backend, ffn_[size_t(il + 1)].routed, layers_[size_t(il + 1)].ffn_norm,
-                 hp_.rms_eps, *source, il + 1, x, n, hp_.n_embd, spec_scratch_);
-  }
-
   DecoderHParams hp_;
   MoeHParams moe_hp_;
   MlaShape shape_;
@@ -183,7 +172,6 @@ class DeepSeek2 final : public LanguageModel {
   std::vector<float> branch_;  // [n_batch, n_embd] attention or FFN output
   MlaScratch attn_scratch_;
   DeepSeekMoeScratch ffn_scratch_;
-  MoeScratch spec_scratch_;
 };
 
 }  // namespace

@@ -54,6 +54,7 @@ void DeepSeekMoeScratch::reserve(const std::vector<DeepSeekMoeWeights>& layers, 
     n_ff = std::max(n_ff, w.is_moe ? w.shared.gate.n_rows : w.dense.gate.n_rows);
     if (w.is_moe && !moe_reserved) {
       moe.reserve(w.routed, n_embd, n_batch);
+      spec.reserve(w.routed, n_embd, n_batch);
       moe_reserved = true;
     }
   }
@@ -87,6 +88,15 @@ void deepseek_moe_compute(Backend& backend, const DeepSeekMoeWeights& w,
     backend.add(out, s.shared.data(), n_tokens * n_embd);
   }
   trace("ffn_out", layer, out, n_embd);
+}
+
+void deepseek_moe_prefetch(Backend& backend, const DeepSeekMoeWeights& next,
+                           const std::vector<float>& next_norm, float norm_eps,
+                           experts::ExpertSource* source, int64_t next_layer, const float* x,
+                           int64_t n_tokens, int64_t n_embd, DeepSeekMoeScratch& s) {
+  if (source == nullptr || !next.is_moe) return;
+  moe_prefetch(backend, next.routed, next_norm, norm_eps, *source, next_layer, x, n_tokens, n_embd,
+               s.spec);
 }
 
 }  // namespace sluice::model

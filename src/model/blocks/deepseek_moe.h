@@ -40,6 +40,7 @@ struct DeepSeekMoeScratch {
   MoeScratch moe;
   FfnScratch ffn;             // the dense layers' and the shared experts' gate/up
   std::vector<float> shared;  // [n_batch, n_embd] the shared experts' output
+  MoeScratch spec;            // speculation's routing for the next layer
   void reserve(const std::vector<DeepSeekMoeWeights>& layers, int64_t n_embd, int64_t n_batch);
 };
 
@@ -53,5 +54,12 @@ void deepseek_moe_compute(Backend& backend, const DeepSeekMoeWeights& w,
                           experts::ExpertSource* source, int64_t layer, const float* x,
                           int64_t n_tokens, int64_t n_embd, DeepSeekMoeScratch& scratch, float* out,
                           const Trace& trace);
+
+// Speculation between the halves: moe_prefetch for layer next_layer when it is MoE (with its
+// FFN norm `next_norm`); nothing for a dense layer or without a source.
+void deepseek_moe_prefetch(Backend& backend, const DeepSeekMoeWeights& next,
+                           const std::vector<float>& next_norm, float norm_eps,
+                           experts::ExpertSource* source, int64_t next_layer, const float* x,
+                           int64_t n_tokens, int64_t n_embd, DeepSeekMoeScratch& scratch);
 
 }  // namespace sluice::model
