@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fnv1a.h"
 #include "io/output_file.h"
 
 namespace sluice::experts {
@@ -24,8 +25,7 @@ std::string model_identity(const std::string& model_path) {
   File file = File::open(model_path);
   std::vector<uint8_t> head(size_t(std::min<uint64_t>(file.size(), uint64_t(1) << 20)));
   file.read_at(0, head);
-  uint64_t hash = 0xcbf29ce484222325ull;
-  for (uint8_t byte : head) hash = (hash ^ byte) * 0x100000001b3ull;
+  const uint64_t hash = fnv1a64(head);
   char text[64];
   std::snprintf(text, sizeof text, "%llu:%016llx", static_cast<unsigned long long>(file.size()),
                 static_cast<unsigned long long>(hash));

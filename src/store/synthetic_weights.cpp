@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/fnv1a.h"
 #include "core/half.h"
 #include "quant/blocks.h"
 
@@ -228,8 +229,8 @@ void fill_random_weights(QType type, const WeightSpread& spread, uint64_t seed, 
 }
 
 uint64_t piece_seed(uint64_t seed, const std::string& tensor_name, uint64_t piece) {
-  uint64_t name_hash = 0xcbf29ce484222325ull;  // FNV-1a
-  for (unsigned char c : tensor_name) name_hash = (name_hash ^ c) * 0x100000001b3ull;
+  const uint64_t name_hash =
+      fnv1a64({reinterpret_cast<const uint8_t*>(tensor_name.data()), tensor_name.size()});
   uint64_t state = seed;
   state = splitmix64(state) ^ name_hash;
   state = splitmix64(state) ^ piece;
