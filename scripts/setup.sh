@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 apt_packages=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev
-              liburing-dev libpcre2-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3 python3-venv
+              liburing-dev libcpp-httplib-dev libpcre2-dev libicu-dev libgtest-dev libgmock-dev libbenchmark-dev clang-format python3 python3-venv
               python3-pip unzip)
 missing=()
 for pkg in "${apt_packages[@]}"; do

@@ -119,11 +119,24 @@ struct GenerationRequest {
   std::vector<int32_t> stop_tokens;       // besides the tokenizer's end-of-generation ids
   std::vector<std::string> stop_strings;  // text is held back until it cannot start one
   bool emit_special = false;              // stream the text of control tokens too
+  // Log-probabilities of each chosen token (and of the `top_logprobs` most likely ones) under
+  // the model's distribution: log-softmax of the raw logits, before bias, penalties or
+  // truncation (as OpenAI reports them). Off: nothing is computed.
+  bool logprobs = false;
+  int32_t top_logprobs = 0;  // 0..20
+};
+
+struct TokenLogprob {
+  int32_t id = -1;
+  float logprob = 0;
 };
 
 struct TokenEvent {
-  int32_t id = -1;
-  std::string text;  // complete UTF-8 only; may be empty while bytes or a stop string pend
+  int32_t id = -1;    // -1: an event that only carries held-back text (the end of a generation)
+  std::string text;   // complete UTF-8 only; may be empty while bytes or a stop string pend
+  bool ends = false;  // the end-of-generation or stop token that ended it (text not emitted)
+  float logprob = 0;  // of `id`, when the request asked for logprobs
+  std::vector<TokenLogprob> top;  // most likely first, when top_logprobs > 0
 };
 
 struct GenerationStats {
@@ -139,6 +152,7 @@ struct GenerationResult {
   std::vector<int32_t> tokens;  // generated ids (a stop token is included, a stop string's not)
   std::string text;
   StopReason stop_reason = StopReason::kMaxTokens;
+  std::string stop_string;  // the stop string that ended it (kStopString)
   GenerationStats stats;
 };
 
@@ -169,10 +183,48 @@ class Session {
                                                 const float* data, int64_t n_tokens, int64_t row)>;
   void set_activation_callback(ActivationCallback callback);
 
-  void clear();                                // forget every committed token
+  void clear();  // forget every committed token
+  // The prompt tokens the next generate() would take from the cache for `prompt` (what a
+  // scheduler compares to pick the session holding the longest shared prefix).
+  int64_t reusable_prefix(std::span<const int32_t> prompt) const;
   const std::vector<int32_t>& tokens() const;  // committed ids, in order
   int64_t n_ctx() const;
   const Model& model() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  friend class Generation;
+};
+
+// One generation advanced a step at a time, so that one thread can interleave many of them
+// (the server's scheduler); Session::generate is one of these run to its end. A step is a
+// prefill chunk of at most n_batch tokens (no events) or one sampled token (one event; the
+// last step may add one with the held-back text). The session must outlive it and must not
+// be used for anything else meanwhile.
+class Generation {
+ public:
+  // Validates the request (prompt ids, sampling, context) and throws sluice::Error naming
+  // what is wrong; nothing runs until the first step. `cancel` is checked at every step.
+  Generation(Session& session, GenerationRequest request,
+             const std::atomic<bool>* cancel = nullptr);
+  ~Generation();
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // Runs one step, appending its events to `events`; returns false once finished.
+  bool step(std::vector<TokenEvent>& events);
+  // One step of several generations together (the server's batched decode): those decoding
+  // sample their next token and evaluate them all in one forward, each against its own
+  // session, so every weight (and, for MoE, every needed expert) is read once per step; those
+  // still prefilling run one chunk each. Numbers equal stepping each alone, bit for bit.
+  // events[i] receives generations[i]'s events. The sessions must belong to one model.
+  static void step_all(std::span<Generation* const> generations,
+                       std::span<std::vector<TokenEvent>* const> events);
+  bool finished() const;
+  bool prefilling() const;  // no token sampled yet
+  void stop();              // finish at the next step, as cancelled
+  const GenerationResult& result() const;
 
  private:
   struct Impl;

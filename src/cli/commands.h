@@ -23,5 +23,6 @@ Command add_bench_command(CLI::App& parent);
 Command add_synth_command(CLI::App& parent);
 Command add_repack_command(CLI::App& parent);
 Command add_convert_command(CLI::App& parent);
+Command add_serve_command(CLI::App& parent);
 
 }  // namespace sluice::cli

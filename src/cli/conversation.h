@@ -1,6 +1,6 @@
-// A chat as the model sees it: the messages so far, rendered with the model's own chat template
-// (add_generation_prompt) or, for a model without one, as plain text, then tokenized. The whole
-// conversation is rendered every turn; the Session reuses the prefix it already holds.
+// A chat of `sluice run`: the messages so far, rendered and tokenized by build_chat_prompt (the
+// model's own template with add_generation_prompt, or plain text for a model without one). The
+// whole conversation is rendered every turn; the Session reuses the prefix it already holds.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,6 @@ class Conversation {
   void add(std::string role, std::string content);
   void drop_last();  // forgets the last message (a turn that failed or was cancelled)
   void clear();      // a new conversation: only the system message stays
-  std::string render() const;
   std::vector<int32_t> tokens() const;
 
  private:
@@ -29,7 +28,6 @@ class Conversation {
   std::string system_;
   std::vector<std::pair<std::string, std::string>> messages_;  // (role, content), no system
   bool templated_;
-  bool tokenizer_adds_bos_;
 };
 
 }  // namespace sluice::cli

@@ -60,7 +60,7 @@ void add_engine_options(CLI::App& app, EngineArgs& args) {
   app.add_option("--stats-json", args.stats_json, "Write the expert path's counters to this file");
 }
 
-uint64_t parse_byte_size(const std::string& text) {
+uint64_t parse_byte_size(const std::string& text, const char* flag) {
   size_t used = 0;
   double value = 0;
   try {
@@ -77,7 +77,8 @@ uint64_t parse_byte_size(const std::string& text) {
   if (unit == "g" || unit == "gb" || unit == "gib") scale = 1024.0 * 1024 * 1024;
   if (unit == "t" || unit == "tb" || unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
   if (used == 0 || scale == 0 || !(value > 0) || !std::isfinite(value * scale)) {
-    throw Error("--ram-budget: '" + text + "' is not a size (examples: 16G, 512MiB, 1073741824)");
+    throw Error(std::string(flag) + ": '" + text +
+                "' is not a size (examples: 16G, 512MiB, 1073741824)");
   }
   return uint64_t(value * scale);
 }
@@ -86,7 +87,8 @@ ModelOptions model_options(const EngineArgs& args) {
   ModelOptions options;
   options.n_threads = args.threads;
   options.backend = args.backend;
-  if (!args.ram_budget.empty()) options.ram_budget = parse_byte_size(args.ram_budget);
+  if (!args.ram_budget.empty())
+    options.ram_budget = parse_byte_size(args.ram_budget, "--ram-budget");
   options.stream_experts = args.stream_experts;
   options.expert_cache_slots = args.expert_cache;
   options.io_engine = args.io_engine;

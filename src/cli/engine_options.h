@@ -39,8 +39,8 @@ SessionOptions session_options(const EngineArgs& args);
 
 // Model::load with these options; prints the placement plan to stderr under --explain.
 std::shared_ptr<Model> load_model(const std::string& path, const EngineArgs& args);
-// "1.5G", "512MiB", "4096" → bytes; a sluice::Error naming the text otherwise.
-uint64_t parse_byte_size(const std::string& text);
+// "1.5G", "512MiB", "4096" → bytes; a sluice::Error naming `flag` and the text otherwise.
+uint64_t parse_byte_size(const std::string& text, const char* flag);
 // The expert path's counters as text (for --stats) and, under --stats-json, into that file.
 std::string format_expert_telemetry(const ExpertTelemetry& telemetry);
 void write_expert_telemetry_json(const Model& model, const EngineArgs& args);

@@ -32,7 +32,7 @@ int run(int argc, char** argv) {
       sluice::cli::add_template_command(app), sluice::cli::add_run_command(app),
       sluice::cli::add_eval_command(app),     sluice::cli::add_bench_command(app),
       sluice::cli::add_synth_command(app),    sluice::cli::add_repack_command(app),
-      sluice::cli::add_convert_command(app),
+      sluice::cli::add_convert_command(app),  sluice::cli::add_serve_command(app),
   };
   try {
     app.parse(argc, argv);

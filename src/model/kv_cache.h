@@ -48,4 +48,15 @@ class KvCache {
   KvElement type_;
 };
 
+// A run of consecutive tokens of one sequence within a forward's chunk: rows [row0, row0 +
+// n_tokens) of every activation continue `kv` from position pos0. A session's forward has one
+// run; a batched decode step has one per request (one token each), so every weight is read once
+// for all of them while each token attends only to its own sequence.
+struct SequenceRun {
+  KvCache* kv = nullptr;
+  int64_t pos0 = 0;
+  int64_t row0 = 0;
+  int64_t n_tokens = 0;
+};
+
 }  // namespace sluice::model

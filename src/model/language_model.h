@@ -27,10 +27,10 @@ class ActivationObserver {
 };
 
 struct ForwardRequest {
-  std::span<const int32_t> tokens;  // the chunk; at most kv.n_batch() tokens
-  int64_t pos0 = 0;                 // position of tokens[0]
-  bool all_logits = false;          // logits for every token, else only the last
-  float* logits = nullptr;          // [all_logits ? n_tokens : 1, n_vocab]
+  std::span<const int32_t> tokens;         // the chunk; at most the reserved n_batch tokens
+  std::span<const SequenceRun> sequences;  // covering the tokens in order, each its own cache
+  bool all_logits = false;                 // logits for every token, else only the last
+  float* logits = nullptr;                 // [all_logits ? n_tokens : 1, n_vocab]
   ActivationObserver* observer = nullptr;
   experts::ExpertSource* experts = nullptr;  // required when expert_layout() is not empty
 };
@@ -52,7 +52,7 @@ class LanguageModel {
   virtual void reserve(int64_t n_batch) = 0;
   // Where the routed experts live (streamed or viewed by an ExpertSource); empty when dense.
   virtual const experts::ExpertLayout& expert_layout() const { return no_experts_; }
-  virtual void forward(Backend& backend, KvCache& kv, const ForwardRequest& request) = 0;
+  virtual void forward(Backend& backend, const ForwardRequest& request) = 0;
 
  private:
   experts::ExpertLayout no_experts_;

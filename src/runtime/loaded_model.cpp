@@ -109,6 +109,8 @@ void LoadedModel::place_experts(const ModelOptions& options) {
 ExpertTelemetry LoadedModel::expert_telemetry() const {
   ExpertTelemetry t;
   if (!experts_) return t;
+  // The counters change inside forwards (on another thread, in the server).
+  std::lock_guard lock(forward_mutex_);
   const experts::ExpertStats& stats = experts_->stats();
   experts::ExpertCounters c = stats.total;
   c.add(stats.last_step);

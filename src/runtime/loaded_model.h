@@ -43,7 +43,7 @@ class LoadedModel final : public Model {
   experts::ExpertLayout expert_layout_;  // the model's, pointed at a sidecar when there is one
   std::unique_ptr<experts::ExpertSource> experts_;
   std::vector<std::string> placement_;
-  std::mutex forward_mutex_;
+  mutable std::mutex forward_mutex_;  // also guards the expert counters telemetry reads
 };
 
 // Threads to use when the caller says 0: the CPUs this process may run on.

@@ -32,6 +32,7 @@ Session::Impl::Impl(std::shared_ptr<Model> model_in, const SessionOptions& optio
       backend(&model->pool()) {
   if (options.n_batch < 1) fail("batch size must be positive, got ", options.n_batch);
   chunk_logits.resize(size_t(n_batch * n_vocab));
+  batch_runs.reserve(size_t(n_batch));
   last_logits.resize(size_t(n_vocab));
   tokens.reserve(size_t(n_ctx));
   std::lock_guard lock(model->forward_mutex());
@@ -48,46 +49,96 @@ void Session::Impl::check_ids(std::span<const int32_t> ids) const {
 
 bool Session::Impl::append(std::span<const int32_t> ids, std::vector<float>* all,
                            const std::atomic<bool>* cancel) {
+  check_fits(ids);  // before the first chunk, so a bad id or overflow commits nothing
+  if (all != nullptr) all->resize(ids.size() * size_t(n_vocab));
+  for (size_t done = 0; done < ids.size();) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return false;
+    const size_t n = std::min(ids.size() - done, size_t(n_batch));
+    forward_chunk(ids.subspan(done, n),
+                  all != nullptr ? all->data() + done * size_t(n_vocab) : nullptr);
+    done += n;
+  }
+  return true;
+}
+
+void Session::Impl::check_fits(std::span<const int32_t> ids) const {
   check_ids(ids);
   const int64_t n_past = int64_t(tokens.size());
   if (n_past + int64_t(ids.size()) > n_ctx) {
     fail("context full: ", n_past, " tokens held + ", ids.size(), " new exceed the context of ",
          n_ctx, " (use a larger --ctx)");
   }
-  if (all != nullptr) all->resize(ids.size() * size_t(n_vocab));
-  std::lock_guard lock(model->forward_mutex());
-  for (size_t done = 0; done < ids.size();) {
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return false;
-    const size_t n = std::min(ids.size() - done, size_t(n_batch));
-    model::ForwardRequest request;
-    request.tokens = ids.subspan(done, n);
-    request.pos0 = int64_t(tokens.size());
-    request.all_logits = all != nullptr;
-    request.logits = chunk_logits.data();
-    if (observer.callback) request.observer = &observer;
-    request.experts = model->experts();
-    model->language_model().forward(backend, kv, request);
+}
+
+void Session::Impl::forward_chunk(std::span<const int32_t> ids, float* all) {
+  check_fits(ids);
+  const int64_t n_past = int64_t(tokens.size());
+  const size_t n = ids.size();
+  const model::SequenceRun run{&kv, n_past, 0, int64_t(n)};
+  model::ForwardRequest request;
+  request.tokens = ids;
+  request.sequences = std::span(&run, 1);
+  request.all_logits = all != nullptr;
+  request.logits = chunk_logits.data();
+  if (observer.callback) request.observer = &observer;
+  request.experts = model->experts();
+  {
+    std::lock_guard lock(model->forward_mutex());
+    model->language_model().forward(backend, request);
     if (request.experts != nullptr) request.experts->end_step();
-    tokens.insert(tokens.end(), request.tokens.begin(), request.tokens.end());
-    const float* last = chunk_logits.data() + (request.all_logits ? (n - 1) * n_vocab : 0);
-    std::memcpy(last_logits.data(), last, sizeof(float) * size_t(n_vocab));
-    if (all != nullptr) {
-      std::memcpy(all->data() + done * size_t(n_vocab), chunk_logits.data(),
-                  sizeof(float) * n * size_t(n_vocab));
+  }
+  tokens.insert(tokens.end(), ids.begin(), ids.end());
+  const float* last = chunk_logits.data() + (request.all_logits ? (n - 1) * n_vocab : 0);
+  std::memcpy(last_logits.data(), last, sizeof(float) * size_t(n_vocab));
+  if (all != nullptr) std::memcpy(all, chunk_logits.data(), sizeof(float) * n * size_t(n_vocab));
+}
+
+void Session::Impl::forward_decode_batch(std::span<Impl* const> sessions,
+                                         std::span<const int32_t> tokens) {
+  // The lead session's scratch (logits rows, runs) holds the whole batch: at most its n_batch.
+  Impl& lead = *sessions.front();
+  for (size_t done = 0; done < sessions.size();) {
+    const size_t n = std::min(sessions.size() - done, size_t(lead.n_batch));
+    lead.batch_runs.clear();
+    for (size_t i = 0; i < n; ++i) {
+      Impl& s = *sessions[done + i];
+      if (s.model != lead.model) fail("batched decode: the sessions belong to different models");
+      s.check_fits(tokens.subspan(done + i, 1));
+      lead.batch_runs.push_back({&s.kv, int64_t(s.tokens.size()), int64_t(i), 1});
+    }
+    model::ForwardRequest request;
+    request.tokens = tokens.subspan(done, n);
+    request.sequences = lead.batch_runs;
+    request.all_logits = true;
+    request.logits = lead.chunk_logits.data();
+    request.experts = lead.model->experts();
+    {
+      std::lock_guard lock(lead.model->forward_mutex());
+      lead.model->language_model().forward(lead.backend, request);
+      if (request.experts != nullptr) request.experts->end_step();
+    }
+    for (size_t i = 0; i < n; ++i) {
+      Impl& s = *sessions[done + i];
+      s.tokens.push_back(tokens[done + i]);
+      std::memcpy(s.last_logits.data(), lead.chunk_logits.data() + i * size_t(lead.n_vocab),
+                  sizeof(float) * size_t(lead.n_vocab));
     }
     done += n;
   }
-  return true;
 }
 
-int64_t Session::Impl::rewind_to_common_prefix(std::span<const int32_t> prompt) {
+int64_t Session::Impl::common_prefix(std::span<const int32_t> prompt) const {
   size_t common = 0;
   while (common < tokens.size() && common < prompt.size() && tokens[common] == prompt[common]) {
     ++common;
   }
   // The last prompt token is always evaluated again: its logits start the generation.
   if (common == prompt.size() && common > 0) --common;
-  const int64_t keep = kv.reusable_prefix(int64_t(common), int64_t(tokens.size()));
+  return kv.reusable_prefix(int64_t(common), int64_t(tokens.size()));
+}
+
+int64_t Session::Impl::rewind_to_common_prefix(std::span<const int32_t> prompt) {
+  const int64_t keep = common_prefix(prompt);
   tokens.resize(size_t(keep));
   return keep;
 }
@@ -106,6 +157,10 @@ std::vector<float> Session::eval(std::span<const int32_t> ids, bool all_position
 
 void Session::set_activation_callback(ActivationCallback callback) {
   impl_->observer.callback = std::move(callback);
+}
+
+int64_t Session::reusable_prefix(std::span<const int32_t> prompt) const {
+  return impl_->common_prefix(prompt);
 }
 
 void Session::clear() {

@@ -1,7 +1,11 @@
-// Session::generate: reuse the cached prefix, prefill the rest, then sample token by token,
-// streaming complete UTF-8 text with stop strings held back until they can no longer match.
-// The forward and the sampler allocate nothing per token; only the streamed text does.
+// Generation and Session::generate: reuse the cached prefix, prefill the rest a chunk per step,
+// then sample a token per step, streaming complete UTF-8 text with stop strings held back until
+// they can no longer match. The forward and the sampler allocate nothing per token; only the
+// streamed text (and logprobs, when asked for) do.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "runtime/sampler.h"
@@ -53,97 +57,229 @@ const char* stop_reason_name(StopReason reason) {
   return "unknown";
 }
 
-GenerationResult Session::generate(const GenerationRequest& request,
-                                   const std::function<bool(const TokenEvent&)>& on_token,
-                                   const std::atomic<bool>* cancel) {
-  Impl& s = *impl_;
+namespace {
+
+// log-softmax of the raw logits: the chosen token's value and, when asked, the `top` best.
+void fill_logprobs(const std::vector<float>& logits, int32_t top, TokenEvent& event) {
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double(l) - max_logit);
+  const double log_z = max_logit + std::log(sum);
+  event.logprob = float(logits[size_t(event.id)] - log_z);
+  if (top <= 0) return;
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+  const size_t n_top = std::min(order.size(), size_t(top));
+  std::partial_sort(order.begin(), order.begin() + ptrdiff_t(n_top), order.end(),
+                    [&](int32_t a, int32_t b) {
+                      return logits[size_t(a)] > logits[size_t(b)] ||
+                             (logits[size_t(a)] == logits[size_t(b)] && a < b);
+                    });
+  for (size_t i = 0; i < n_top; ++i) {
+    event.top.push_back({order[i], float(logits[size_t(order[i])] - log_z)});
+  }
+}
+
+}  // namespace
+
+struct Generation::Impl {
+  Impl(Session::Impl& session, GenerationRequest request_in, const std::atomic<bool>* cancel_in)
+      : s(session),
+        request(std::move(request_in)),
+        cancel(cancel_in),
+        sampler(request.sampling, s.n_vocab),
+        tokenizer(s.model->tokenizer().impl().tokenizer),
+        decoder(tokenizer, decode_options(request), /*at_text_start=*/false),
+        stops(request.stop_strings) {}
+
+  static text::DecodeOptions decode_options(const GenerationRequest& request) {
+    text::DecodeOptions options;
+    options.skip_special = !request.emit_special;
+    return options;
+  }
+
+  bool cancelled() const {
+    return stop_requested || (cancel != nullptr && cancel->load(std::memory_order_relaxed));
+  }
+  void prefill_step();
+  // Samples the next token; true when it must now be evaluated (the generation goes on).
+  bool sample_next(std::vector<TokenEvent>& events);
+  // Whatever a step does besides evaluating a sampled token; true when that token awaits.
+  bool step_before_forward(std::vector<TokenEvent>& events);
+  void finish(StopReason reason, std::vector<TokenEvent>& events);
+
+  Session::Impl& s;
+  GenerationRequest request;
+  const std::atomic<bool>* cancel;
+  bool stop_requested = false;
+  runtime::Sampler sampler;
+  const text::Tokenizer& tokenizer;
+  text::StreamingDecoder decoder;
+  runtime::StopStringMatcher stops;
+  GenerationResult result;
+  bool started = false, decoding = false, done = false;
+  size_t prefill_next = 0;  // next prompt position to evaluate
+  Clock::time_point start, first_token_time;
+};
+
+void Generation::Impl::prefill_step() {
+  if (!started) {
+    started = true;
+    start = Clock::now();
+    prefill_next = size_t(s.rewind_to_common_prefix(request.prompt));
+    result.stats.n_prompt_reused = int64_t(prefill_next);
+  }
+  const size_t n = std::min(request.prompt.size() - prefill_next, size_t(s.n_batch));
+  s.forward_chunk(std::span(request.prompt).subspan(prefill_next, n), nullptr);
+  prefill_next += n;
+  if (prefill_next == request.prompt.size()) {
+    decoding = true;
+    result.stats.prompt_seconds = seconds_since(start);
+  }
+}
+
+bool Generation::Impl::sample_next(std::vector<TokenEvent>& events) {
+  const int32_t id = sampler.sample(s.last_logits.data(), s.tokens);
+  if (result.tokens.empty()) {
+    first_token_time = Clock::now();
+    result.stats.first_token_seconds = seconds_since(start);
+  }
+  result.tokens.push_back(id);
+  StopReason reason = StopReason::kEndOfGeneration;
+  const bool stop_token = is_stop_token(request, tokenizer, id, &reason);
+  TokenEvent& event = events.emplace_back();
+  event.id = id;
+  event.ends = stop_token;
+  if (request.logprobs) fill_logprobs(s.last_logits, request.top_logprobs, event);
+  if (!stop_token || request.emit_special) event.text = stops.feed(decoder.push(id));
+  result.text += event.text;
+  StopReason end = StopReason::kMaxTokens;
+  if (stop_token) {
+    end = reason;
+  } else if (stops.stopped()) {
+    end = StopReason::kStopString;
+  } else if (int64_t(result.tokens.size()) == request.max_tokens) {
+    end = StopReason::kMaxTokens;
+  } else if (int64_t(s.tokens.size()) >= s.n_ctx) {
+    end = StopReason::kContextFull;
+  } else {
+    return true;
+  }
+  finish(end, events);
+  return false;
+}
+
+bool Generation::Impl::step_before_forward(std::vector<TokenEvent>& events) {
+  if (done) return false;
+  if (cancelled()) {
+    finish(StopReason::kCancelled, events);
+  } else if (!decoding) {
+    prefill_step();
+  } else if (request.max_tokens == 0) {
+    finish(StopReason::kMaxTokens, events);
+  } else {
+    return sample_next(events);
+  }
+  return false;
+}
+
+void Generation::Impl::finish(StopReason reason, std::vector<TokenEvent>& events) {
+  done = true;
+  result.stop_reason = reason;
+  result.stop_string = stops.matched();
+  if (!started) return;
+  // Text still held back (a partial UTF-8 sequence or a possible stop-string start) goes out
+  // at the end unless a stop string matched.
+  if (!stops.stopped()) {
+    std::string tail = stops.feed(decoder.flush());
+    tail += stops.flush();
+    if (!tail.empty()) {
+      result.text += tail;
+      events.emplace_back().text = std::move(tail);
+    }
+  }
+  if (!decoding) result.stats.prompt_seconds = seconds_since(start);
+  result.stats.n_generated = int64_t(result.tokens.size());
+  result.stats.generate_seconds = result.tokens.empty() ? 0.0 : seconds_since(first_token_time);
+}
+
+Generation::Generation(Session& session, GenerationRequest request,
+                       const std::atomic<bool>* cancel) {
+  Session::Impl& s = *session.impl_;
   if (request.prompt.empty()) fail("generate: the prompt has no tokens");
   if (request.max_tokens < 0) fail("max tokens must not be negative, got ", request.max_tokens);
+  if (request.top_logprobs < 0 || request.top_logprobs > 20) {
+    fail("top_logprobs must be between 0 and 20, got ", request.top_logprobs);
+  }
   s.check_ids(request.prompt);
   if (int64_t(request.prompt.size()) > s.n_ctx) {
     fail("the prompt has ", request.prompt.size(), " tokens but the context holds ", s.n_ctx,
          " (use a larger --ctx)");
   }
-  runtime::Sampler sampler(request.sampling, s.n_vocab);
-  const text::Tokenizer& tokenizer = s.model->tokenizer().impl().tokenizer;
-  text::DecodeOptions decode_options;
-  decode_options.skip_special = !request.emit_special;
-  text::StreamingDecoder decoder(tokenizer, decode_options, /*at_text_start=*/false);
-  runtime::StopStringMatcher stops(request.stop_strings);
+  impl_ = std::make_unique<Impl>(s, std::move(request), cancel);
+  impl_->result.stats.n_prompt = int64_t(impl_->request.prompt.size());
+}
 
-  GenerationResult result;
-  result.stats.n_prompt = int64_t(request.prompt.size());
-  const Clock::time_point start = Clock::now();
-  const int64_t kept = s.rewind_to_common_prefix(request.prompt);
-  result.stats.n_prompt_reused = kept;
-  const std::span<const int32_t> rest = std::span(request.prompt).subspan(size_t(kept));
-  if (!s.append(rest, nullptr, cancel)) {
-    result.stop_reason = StopReason::kCancelled;
-    result.stats.prompt_seconds = seconds_since(start);
-    return result;
-  }
-  result.stats.prompt_seconds = seconds_since(start);
+Generation::~Generation() = default;
 
-  const Clock::time_point gen_start = Clock::now();
-  Clock::time_point first_token_time = gen_start;
-  std::span<const int32_t> history = s.tokens;
-  result.stop_reason = StopReason::kMaxTokens;
-  for (int64_t i = 0; i < request.max_tokens; ++i) {
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
-      result.stop_reason = StopReason::kCancelled;
-      break;
-    }
-    history = s.tokens;
-    const int32_t id = sampler.sample(s.last_logits.data(), history);
-    if (i == 0) {
-      first_token_time = Clock::now();
-      result.stats.first_token_seconds = seconds_since(start);
-    }
-    result.tokens.push_back(id);
-    StopReason reason;
-    const bool stop_token = is_stop_token(request, tokenizer, id, &reason);
-    TokenEvent event;
-    event.id = id;
-    if (!stop_token || request.emit_special) event.text = stops.feed(decoder.push(id));
-    result.text += event.text;
-    const bool keep_going = !on_token || on_token(event);
-    if (stop_token) {
-      result.stop_reason = reason;
-      break;
-    }
-    if (stops.stopped()) {
-      result.stop_reason = StopReason::kStopString;
-      break;
-    }
-    if (!keep_going) {
-      result.stop_reason = StopReason::kCancelled;
-      break;
-    }
-    if (i + 1 == request.max_tokens) break;
-    if (int64_t(s.tokens.size()) >= s.n_ctx) {
-      result.stop_reason = StopReason::kContextFull;
-      break;
-    }
-    const int32_t next[1] = {id};
-    s.append(next, nullptr, nullptr);
+bool Generation::step(std::vector<TokenEvent>& events) {
+  Impl& g = *impl_;
+  if (g.step_before_forward(events)) {
+    const int32_t next[1] = {g.result.tokens.back()};
+    g.s.forward_chunk(next, nullptr);
   }
-  // Text still held back (a partial UTF-8 sequence or a possible stop-string start) goes out
-  // at the end unless a stop string matched.
-  if (!stops.stopped()) {
-    TokenEvent tail;
-    tail.text = stops.feed(decoder.flush());
-    tail.text += stops.flush();
-    if (!tail.text.empty()) {
-      result.text += tail.text;
-      if (on_token) on_token(tail);
+  return !g.done;
+}
+
+void Generation::step_all(std::span<Generation* const> generations,
+                          std::span<std::vector<TokenEvent>* const> events) {
+  if (events.size() != generations.size()) fail("step_all: one event list per generation");
+  // Reused across steps: the token loop allocates nothing once they have grown.
+  thread_local std::vector<Session::Impl*> sessions;
+  thread_local std::vector<int32_t> tokens;
+  sessions.clear();
+  tokens.clear();
+  for (size_t i = 0; i < generations.size(); ++i) {
+    Impl& g = *generations[i]->impl_;
+    if (g.step_before_forward(*events[i])) {
+      sessions.push_back(&g.s);
+      tokens.push_back(g.result.tokens.back());
     }
   }
-  result.stats.n_generated = int64_t(result.tokens.size());
-  result.stats.generate_seconds =
-      result.tokens.empty()
-          ? 0.0
-          : std::chrono::duration<double>(Clock::now() - first_token_time).count();
-  return result;
+  if (!sessions.empty()) Session::Impl::forward_decode_batch(sessions, tokens);
+}
+
+bool Generation::finished() const {
+  return impl_->done;
+}
+
+bool Generation::prefilling() const {
+  return !impl_->decoding;
+}
+
+void Generation::stop() {
+  impl_->stop_requested = true;
+}
+
+const GenerationResult& Generation::result() const {
+  return impl_->result;
+}
+
+GenerationResult Session::generate(const GenerationRequest& request,
+                                   const std::function<bool(const TokenEvent&)>& on_token,
+                                   const std::atomic<bool>* cancel) {
+  Generation generation(*this, request, cancel);
+  std::vector<TokenEvent> events;
+  bool running = true;
+  while (running) {
+    events.clear();
+    running = generation.step(events);
+    for (const TokenEvent& event : events) {
+      // A callback that declines a token ends the generation as cancelled after it.
+      if (on_token && !on_token(event) && event.id >= 0) generation.stop();
+    }
+  }
+  return generation.result();
 }
 
 }  // namespace sluice

@@ -24,10 +24,21 @@ struct Session::Impl {
   // when `cancel` was raised between chunks (the tokens done so far stay committed).
   bool append(std::span<const int32_t> tokens, std::vector<float>* all,
               const std::atomic<bool>* cancel);
+  // One forward of at most n_batch tokens; `all` (when given) receives [n, n_vocab] logits.
+  void forward_chunk(std::span<const int32_t> tokens, float* all);
+  // One forward of one new token for each of several sessions of one model (a batched decode
+  // step): every weight read once for all, each token attending to its own cache. Leaves each
+  // session's logits in its last_logits, bit for bit what forward_chunk would have.
+  static void forward_decode_batch(std::span<Impl* const> sessions,
+                                   std::span<const int32_t> tokens);
+  // The committed tokens `prompt` could keep (see rewind_to_common_prefix), without changing them.
+  int64_t common_prefix(std::span<const int32_t> prompt) const;
   // Keeps the longest prefix of the committed tokens that `prompt` starts with, and can still
   // be continued (sliding rings), leaving at least one token of `prompt` to evaluate.
   int64_t rewind_to_common_prefix(std::span<const int32_t> prompt);
   void check_ids(std::span<const int32_t> tokens) const;
+  // check_ids, and that the tokens fit after those committed (throws "context full" if not).
+  void check_fits(std::span<const int32_t> tokens) const;
 
   std::shared_ptr<LoadedModel> model;
   int64_t n_ctx = 0;
@@ -35,9 +46,10 @@ struct Session::Impl {
   int64_t n_vocab = 0;
   model::KvCache kv;
   cpu::CpuBackend backend;
-  std::vector<int32_t> tokens;      // committed ids; tokens.size() is the next position
-  std::vector<float> chunk_logits;  // [n_batch, n_vocab] scratch of one forward
-  std::vector<float> last_logits;   // [n_vocab] of the last committed token
+  std::vector<int32_t> tokens;                 // committed ids; tokens.size() is the next position
+  std::vector<float> chunk_logits;             // [n_batch, n_vocab] scratch of one forward
+  std::vector<float> last_logits;              // [n_vocab] of the last committed token
+  std::vector<model::SequenceRun> batch_runs;  // [n_batch] scratch of forward_decode_batch
 
   // Forwards the model's ActivationObserver calls to the public callback.
   struct CallbackObserver final : model::ActivationObserver {

@@ -87,7 +87,7 @@ class Glm4Moe final : public LanguageModel {
     ffn_scratch_.reserve(ffn_, hp_.n_embd, n_batch);
   }
 
-  void forward(Backend& backend, KvCache& kv, const ForwardRequest& request) override {
+  void forward(Backend& backend, const ForwardRequest& request) override {
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
     const Trace trace{request.observer, n};
@@ -99,8 +99,8 @@ class Glm4Moe final : public LanguageModel {
       const DeepSeekMoeWeights& ffn = ffn_[size_t(il)];
       backend.rms_norm(x, layer.attn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
       trace("attn_norm", il, xn_.data(), n_embd);
-      self_attention(backend, layer.attn, shape_, config_, kv.layer(il), il, xn_.data(), n,
-                     request.pos0, attn_scratch_, branch_.data(), trace);
+      self_attention(backend, layer.attn, shape_, config_, request.sequences, il, xn_.data(), n,
+                     attn_scratch_, branch_.data(), trace);
       backend.add(x, branch_.data(), n * n_embd);
       trace("ffn_inp", il, x, n_embd);
       backend.rms_norm(x, layer.ffn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);

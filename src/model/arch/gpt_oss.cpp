@@ -115,7 +115,7 @@ class GptOssDecoder final : public LanguageModel {
     spec_scratch_.reserve(layers_.front().moe, hp_.n_embd, n_batch);
   }
 
-  void forward(Backend& backend, KvCache& kv, const ForwardRequest& request) override {
+  void forward(Backend& backend, const ForwardRequest& request) override {
     if (request.experts == nullptr) fail(kArch, ": MoE forward without experts");
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
@@ -127,8 +127,8 @@ class GptOssDecoder final : public LanguageModel {
       const Layer& l = layers_[size_t(il)];
       backend.rms_norm(x, l.attn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
       trace("attn_norm", il, xn_.data(), n_embd);
-      self_attention(backend, l.attn, shape_, l.config, kv.layer(il), il, xn_.data(), n,
-                     request.pos0, attn_scratch_, branch_.data(), trace);
+      self_attention(backend, l.attn, shape_, l.config, request.sequences, il, xn_.data(), n,
+                     attn_scratch_, branch_.data(), trace);
       backend.add(x, branch_.data(), n * n_embd);
       trace("ffn_inp", il, x, n_embd);
       backend.rms_norm(x, l.ffn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);

@@ -42,8 +42,8 @@ void AttentionScratch::reserve(const AttentionShape& s, int64_t n_batch) {
 }
 
 void self_attention(Backend& backend, const AttentionWeights& w, const AttentionShape& s,
-                    const AttentionLayerConfig& config, const KvLayerView& kv_layer, int64_t layer,
-                    const float* x, int64_t n_tokens, int64_t pos0, AttentionScratch& scratch,
+                    const AttentionLayerConfig& config, std::span<const SequenceRun> sequences,
+                    int64_t layer, const float* x, int64_t n_tokens, AttentionScratch& scratch,
                     float* out, const Trace& trace) {
   float* q = scratch.q.data();
   float* k = scratch.k.data();
@@ -62,36 +62,45 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
     const int64_t dim = int64_t(w.k_norm.size());
     backend.rms_norm(k, w.k_norm.data(), k, n_tokens * w.wk.n_rows / dim, dim, s.norm_eps);
   }
-  backend.rope(q, n_tokens, s.n_head, s.head_dim_k, pos0, config.rope);
-  backend.rope(k, n_tokens, s.n_head_kv, s.head_dim_k, pos0, config.rope);
+  const int64_t q_row = s.n_head * s.head_dim_k, k_row = s.n_head_kv * s.head_dim_k;
+  const int64_t v_row = s.n_head_kv * s.head_dim_v, o_row = s.n_head * s.head_dim_v;
+  for (const SequenceRun& run : sequences) {
+    backend.rope(q + run.row0 * q_row, run.n_tokens, s.n_head, s.head_dim_k, run.pos0, config.rope);
+    backend.rope(k + run.row0 * k_row, run.n_tokens, s.n_head_kv, s.head_dim_k, run.pos0,
+                 config.rope);
+  }
   trace("Qcur", layer, q, w.wq.n_rows);
   trace("Kcur", layer, k, w.wk.n_rows);
   trace("Vcur", layer, v, w.wv.n_rows);
 
-  backend.kv_store(kv_layer, k, v, n_tokens, pos0);
-  AttentionCall call;
-  call.q = q;
-  call.out = scratch.attn.data();
-  call.n_tokens = n_tokens;
-  call.n_head = s.n_head;
-  call.pos0 = pos0;
-  call.window = config.window;
-  call.scale = config.scale;
+  float scale = config.scale;
   if (config.scale_query) {
-    backend.scale(q, config.scale, n_tokens * s.n_head * s.head_dim_k);
-    call.scale = 1.0f;
+    backend.scale(q, config.scale, n_tokens * q_row);
+    scale = 1.0f;
   }
-  call.sinks = w.sinks.empty() ? nullptr : w.sinks.data();
-  call.kv = kv_layer;
-  backend.attention(call);
-  const int64_t o_dim = s.n_head * s.head_dim_v;
-  trace("kqv_out", layer, call.out, o_dim);
+  for (const SequenceRun& run : sequences) {
+    const KvLayerView kv_layer = run.kv->layer(layer);
+    backend.kv_store(kv_layer, k + run.row0 * k_row, v + run.row0 * v_row, run.n_tokens, run.pos0);
+    AttentionCall call;
+    call.q = q + run.row0 * q_row;
+    call.out = scratch.attn.data() + run.row0 * o_row;
+    call.n_tokens = run.n_tokens;
+    call.n_head = s.n_head;
+    call.pos0 = run.pos0;
+    call.window = config.window;
+    call.scale = scale;
+    call.sinks = w.sinks.empty() ? nullptr : w.sinks.data();
+    call.kv = kv_layer;
+    backend.attention(call);
+  }
+  const float* attn = scratch.attn.data();
+  trace("kqv_out", layer, attn, o_row);
 
   if (w.gate.data != nullptr) {
     backend.matmul(w.gate, x, scratch.gate.data(), n_tokens);
-    backend.mul_sigmoid(call.out, scratch.gate.data(), n_tokens * o_dim);
+    backend.mul_sigmoid(scratch.attn.data(), scratch.gate.data(), n_tokens * o_row);
   }
-  backend.matmul(w.wo, call.out, out, n_tokens);
+  backend.matmul(w.wo, attn, out, n_tokens);
   if (!w.bo.empty()) backend.add_bias(out, w.bo.data(), n_tokens, s.n_embd);
   trace("attn_out", layer, out, s.n_embd);
 }

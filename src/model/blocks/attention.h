@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -55,10 +56,12 @@ struct AttentionScratch {
   void reserve(const AttentionShape& shape, int64_t n_batch);
 };
 
-// out [n_tokens, n_embd] = attention(x [n_tokens, n_embd]); appends K/V at pos0.. to `kv_layer`.
+// out [n_tokens, n_embd] = attention(x [n_tokens, n_embd]): projections for all rows at once,
+// then each sequence's rows roped at its positions, appended to its cache's layer `layer` and
+// attending over that cache alone.
 void self_attention(Backend& backend, const AttentionWeights& w, const AttentionShape& shape,
-                    const AttentionLayerConfig& config, const KvLayerView& kv_layer, int64_t layer,
-                    const float* x, int64_t n_tokens, int64_t pos0, AttentionScratch& scratch,
+                    const AttentionLayerConfig& config, std::span<const SequenceRun> sequences,
+                    int64_t layer, const float* x, int64_t n_tokens, AttentionScratch& scratch,
                     float* out, const Trace& trace);
 
 }  // namespace sluice::model

@@ -110,8 +110,8 @@ namespace {
 // Everything before the cache write: the queries attention reads (scratch.q_mqa) and the key and
 // value rows the cache stores (scratch.k_row, scratch.v_row).
 void mla_project(Backend& backend, const MlaWeights& w, const MlaShape& s, const RopeConfig& rope,
-                 int64_t layer, const float* x, int64_t n, int64_t pos0, MlaScratch& m,
-                 const Trace& trace) {
+                 int64_t layer, const float* x, int64_t n, std::span<const SequenceRun> sequences,
+                 MlaScratch& m, const Trace& trace) {
   const int64_t n_head = s.n_head, nope = s.head_dim_nope, n_rot = s.n_rot;
   const int64_t lora = s.kv_lora_rank, dq = s.head_dim_q();
   const int64_t dk = lora + n_rot;  // the cached key row
@@ -131,8 +131,11 @@ void mla_project(Backend& backend, const MlaWeights& w, const MlaShape& s, const
   // The rotary parts, gathered into whole heads of n_rot for the rotation.
   copy_rows(q + nope, dq, m.q_pe.data(), n_rot, n_rot, n * n_head);
   copy_rows(kv + lora, dk, m.k_pe.data(), n_rot, n_rot, n);
-  backend.rope(m.q_pe.data(), n, n_head, n_rot, pos0, rope);
-  backend.rope(m.k_pe.data(), n, 1, n_rot, pos0, rope);
+  for (const SequenceRun& run : sequences) {
+    backend.rope(m.q_pe.data() + run.row0 * n_head * n_rot, run.n_tokens, n_head, n_rot, run.pos0,
+                 rope);
+    backend.rope(m.k_pe.data() + run.row0 * n_rot, run.n_tokens, 1, n_rot, run.pos0, rope);
+  }
   trace("q_pe", layer, m.q_pe.data(), n_head * n_rot);
   trace("k_pe", layer, m.k_pe.data(), n_rot);
 
@@ -160,20 +163,26 @@ void mla_project(Backend& backend, const MlaWeights& w, const MlaShape& s, const
 }  // namespace
 
 void mla_attention(Backend& backend, const MlaWeights& w, const MlaShape& s, const RopeConfig& rope,
-                   float scale, const KvLayerView& kv_layer, int64_t layer, const float* x,
-                   int64_t n_tokens, int64_t pos0, MlaScratch& m, float* out, const Trace& trace) {
+                   float scale, std::span<const SequenceRun> sequences, int64_t layer,
+                   const float* x, int64_t n_tokens, MlaScratch& m, float* out,
+                   const Trace& trace) {
   const int64_t n = n_tokens, n_head = s.n_head, lora = s.kv_lora_rank, dv = s.head_dim_v;
-  mla_project(backend, w, s, rope, layer, x, n, pos0, m, trace);
-  backend.kv_store(kv_layer, m.k_row.data(), m.v_row.data(), n, pos0);
-  AttentionCall call;
-  call.q = m.q_mqa.data();
-  call.out = m.latent.data();
-  call.n_tokens = n;
-  call.n_head = n_head;
-  call.pos0 = pos0;
-  call.scale = scale;
-  call.kv = kv_layer;
-  backend.attention(call);
+  const int64_t dk = lora + s.n_rot;
+  mla_project(backend, w, s, rope, layer, x, n, sequences, m, trace);
+  for (const SequenceRun& run : sequences) {
+    const KvLayerView kv_layer = run.kv->layer(layer);
+    backend.kv_store(kv_layer, m.k_row.data() + run.row0 * dk, m.v_row.data() + run.row0 * lora,
+                     run.n_tokens, run.pos0);
+    AttentionCall call;
+    call.q = m.q_mqa.data() + run.row0 * n_head * dk;
+    call.out = m.latent.data() + run.row0 * n_head * lora;
+    call.n_tokens = run.n_tokens;
+    call.n_head = n_head;
+    call.pos0 = run.pos0;
+    call.scale = scale;
+    call.kv = kv_layer;
+    backend.attention(call);
+  }
 
   // Each head's latent output through its attn_v_b.
   for (int64_t h = 0; h < n_head; ++h) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -69,11 +70,11 @@ struct MlaScratch {
   void reserve(const MlaShape& shape, int64_t n_batch);
 };
 
-// out [n_tokens, n_embd] = MLA(x [n_tokens, n_embd]); appends the latent rows at pos0.. to
-// kv_layer. rope: the rotation of the n_rot parts; scale: of q·k.
-void mla_attention(Backend& backend, const MlaWeights& w, const MlaShape& shape,
-                   const RopeConfig& rope, float scale, const KvLayerView& kv_layer, int64_t layer,
-                   const float* x, int64_t n_tokens, int64_t pos0, MlaScratch& scratch, float* out,
+// out [n_tokens, n_embd] = MLA(x [n_tokens, n_embd]); appends each sequence's latent rows to its
+// cache's layer `layer`. rope: the rotation of the n_rot parts; scale: of q·k.
+void mla_attention(Backend& backend, const MlaWeights& w, const MlaShape& s, const RopeConfig& rope,
+                   float scale, std::span<const SequenceRun> sequences, int64_t layer,
+                   const float* x, int64_t n_tokens, MlaScratch& scratch, float* out,
                    const Trace& trace);
 
 }  // namespace sluice::model

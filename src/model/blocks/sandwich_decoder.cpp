@@ -76,7 +76,7 @@ class SandwichDecoder final : public LanguageModel {
     ffn_scratch_.reserve(c_.hp.n_ff, n_batch);
   }
 
-  void forward(Backend& backend, KvCache& kv, const ForwardRequest& request) override {
+  void forward(Backend& backend, const ForwardRequest& request) override {
     const DecoderHParams& hp = c_.hp;
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp.n_embd;
@@ -90,8 +90,8 @@ class SandwichDecoder final : public LanguageModel {
       const Layer& l = layers_[size_t(il)];
       backend.rms_norm(x, l.attn_norm.data(), xn_.data(), n, n_embd, hp.rms_eps);
       trace("attn_norm", il, xn_.data(), n_embd);
-      self_attention(backend, l.attn, shape_, c_.layers[size_t(il)], kv.layer(il), il, xn_.data(),
-                     n, request.pos0, attn_scratch_, branch_.data(), trace);
+      self_attention(backend, l.attn, shape_, c_.layers[size_t(il)], request.sequences, il,
+                     xn_.data(), n, attn_scratch_, branch_.data(), trace);
       backend.rms_norm(branch_.data(), l.attn_post_norm.data(), branch_.data(), n, n_embd,
                        c_.post_norm_eps);
       backend.add(x, branch_.data(), n * n_embd);

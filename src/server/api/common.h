@@ -1,0 +1,52 @@
+// What the three API adapters share: request pieces that mean the same everywhere (stop lists,
+// seeds, ids), messages normalized into the shape Hugging Face chat templates take, and the
+// model's output split into content, reasoning and tool calls.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/json_fields.h"
+#include "server/service.h"
+#include "sluice/engine.h"
+#include "sluice/tool_calls.h"
+
+namespace sluice::server::api {
+
+// A fresh seed per request when the client gives none (OpenAI and Ollama sample freshly each
+// time unless a seed is set).
+uint64_t random_seed();
+std::string random_id(const char* prefix);  // "chatcmpl-…", "msg_…", "call_…"
+int64_t unix_time();
+// Ollama's timestamps: RFC 3339 in UTC with nanoseconds.
+std::string iso_time(std::chrono::system_clock::time_point time);
+inline std::string iso_time_now() {
+  return iso_time(std::chrono::system_clock::now());
+}
+
+// `key` as a string or an array of strings (at most `max`).
+std::vector<std::string> string_list(const Fields& fields, const char* key, size_t max);
+
+// Text of a content value: a string, or an array of {"type": "text", "text"} parts (other part
+// types, e.g. images, are refused: this server reads text only).
+std::string content_text(const Json& content, const std::string& path);
+
+// OpenAI-style chat messages (system/developer/user/assistant/tool, content as text or parts,
+// assistant tool_calls with arguments as JSON text) into the template's shape: content text,
+// tool_calls[].function.arguments as an object. Every field checked; 400 names the bad one.
+Json template_messages_from_openai(const Json& messages, const char* path);
+
+// The generated text split by the model's tool-call grammar (no tools offered: all content).
+AssistantOutput split_output(const ServedModel& served, const std::string& text, const Json& tools,
+                             bool tools_offered);
+
+// The bytes a token stands for, for logprobs (may be an incomplete UTF-8 sequence).
+std::string token_bytes(const ServedModel& served, int32_t id);
+
+// Tools as the template takes them (OpenAI's list), checked: each {"type": "function",
+// "function": {"name", "description"?, "parameters"?}}.
+void check_openai_tools(const Json& tools, const char* path);
+
+}  // namespace sluice::server::api

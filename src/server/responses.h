@@ -1,0 +1,59 @@
+// The HTTP side of a route: the wrapper every handler runs in (errors in the API's own shape,
+// the access record), JSON answers, and the two ways a job's tokens reach the client — all at
+// once (wait_job) or streamed as they come (stream_job, with keep-alives while a prompt is
+// evaluated and cancellation when the client goes away).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+
+#include "server/api_error.h"
+#include "server/job.h"
+#include "server/json_fields.h"
+#include "server/request_record.h"
+#include "server/service.h"
+
+namespace sluice::server {
+
+using RouteHandler = std::function<void(const httplib::Request&, httplib::Response&,
+                                        const std::shared_ptr<RequestRecord>&)>;
+
+// Runs `handler`, answering ApiError / sluice::Error / anything else as 4xx/400/500 in `api`'s
+// error shape, and logs the request when the last owner of its record lets go.
+httplib::Server::Handler route(Service& service, Api api, RouteHandler handler);
+
+void write_json(httplib::Response& res, const Json& body, int status = 200);
+void write_error(httplib::Response& res, Api api, int status, const std::string& message,
+                 const std::string& param = {});
+
+// JSON text that never throws on invalid UTF-8 in generated text (replaced by U+FFFD).
+std::string dump(const Json& value);
+
+// A job's whole output, for non-streaming answers.
+struct CollectedOutput {
+  std::vector<TokenEvent> events;
+  GenerationResult result;
+};
+// Waits for the job to end; a failed job is rethrown as ApiError with its status.
+CollectedOutput wait_job(JobChannel& channel);
+
+struct StreamFormat {
+  // The bytes to send for events that arrived (may be empty: nothing to send yet).
+  std::function<std::string(std::vector<TokenEvent>& events)> on_events;
+  // The bytes that end the stream: the last chunks, or an error in the stream's own shape.
+  std::function<std::string(const JobChannel& channel)> on_end;
+  std::string keep_alive;  // sent after a quiet second ("" sends nothing)
+};
+
+// Streams the job's output as a chunked response. A write that fails (the client went away)
+// cancels the job; the engine frees its slot within one step.
+void stream_job(httplib::Response& res, const char* content_type,
+                std::shared_ptr<JobChannel> channel, StreamFormat format,
+                std::shared_ptr<RequestRecord> record);
+
+}  // namespace sluice::server
