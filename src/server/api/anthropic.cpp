@@ -342,14 +342,6 @@ std::string stream_end(Call& call, const JobChannel& channel) {
 
 void answer(Service& service, std::shared_ptr<Call> call, Job job, httplib::Response& res,
             const std::shared_ptr<RequestRecord>& record) {
-  std::shared_ptr<JobChannel> channel = service.submit(std::move(job));
-  if (!call->stream) {
-    const CollectedOutput output = wait_job(*channel);
-    record->set_tokens(output.result.stats.n_prompt, output.result.stats.n_generated);
-    record->set_outcome(stop_reason_name(output.result.stop_reason));
-    write_json(res, whole_answer(*call, output.result));
-    return;
-  }
   if (!call->tools.is_null()) {
     call->filter = std::make_unique<ToolCallGrammar::StreamFilter>(call->served->tool_calls);
   }
@@ -359,7 +351,10 @@ void answer(Service& service, std::shared_ptr<Call> call, Job job, httplib::Resp
   };
   format.on_end = [call](const JobChannel& ended) { return stream_end(*call, ended); };
   format.keep_alive = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
-  stream_job(res, "text/event-stream", std::move(channel), std::move(format), record);
+  answer_job(
+      service, std::move(job), call->stream,
+      [call](const CollectedOutput& output) { return whole_answer(*call, output.result); },
+      std::move(format), "text/event-stream", res, record);
 }
 
 void messages(Service& service, const httplib::Request& req, httplib::Response& res,

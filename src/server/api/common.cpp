@@ -108,28 +108,60 @@ Json template_messages_from_openai(const Json& messages, const char* path) {
       if (auto name = message.string("name")) converted["name"] = *name;
     }
     if (const Json* calls = message.array("tool_calls"); calls && role == "assistant") {
-      Json template_calls = Json::array();
-      for (size_t c = 0; c < calls->size(); ++c) {
-        Fields call((*calls)[c], message.name("tool_calls") + "[" + std::to_string(c) + "]");
-        const Json* function = call.object("function");
-        if (function == nullptr) call.fail("function", "is required");
-        Fields fn(*function, call.name("function"));
-        Json arguments = Json::object();
-        if (auto text = fn.string("arguments")) {
-          arguments = Json::parse(*text, nullptr, false);
-          if (!arguments.is_object()) fn.fail("arguments", "must be a JSON object as text");
-        }
-        Json entry = {
-            {"type", "function"},
-            {"function", {{"name", fn.required_string("name")}, {"arguments", arguments}}}};
-        if (auto id = call.string("id")) entry["id"] = *id;
-        template_calls.push_back(std::move(entry));
-      }
-      converted["tool_calls"] = std::move(template_calls);
+      converted["tool_calls"] = template_tool_calls(message, *calls, /*arguments_as_text=*/true);
     }
     out.push_back(std::move(converted));
   }
   return out;
+}
+
+Json template_tool_calls(const Fields& message, const Json& calls, bool arguments_as_text) {
+  Json out = Json::array();
+  for (size_t c = 0; c < calls.size(); ++c) {
+    Fields call(calls[c], message.name("tool_calls") + "[" + std::to_string(c) + "]");
+    const Json* function = call.object("function");
+    if (function == nullptr) call.fail("function", "is required");
+    Fields fn(*function, call.name("function"));
+    Json arguments = Json::object();
+    if (!arguments_as_text) {
+      if (const Json* object = fn.object("arguments")) arguments = *object;
+    } else if (auto text = fn.string("arguments")) {
+      arguments = Json::parse(*text, nullptr, false);
+      if (!arguments.is_object()) fn.fail("arguments", "must be a JSON object as text");
+    }
+    Json entry = {{"type", "function"},
+                  {"function", {{"name", fn.required_string("name")}, {"arguments", arguments}}}};
+    if (auto id = call.string("id")) entry["id"] = *id;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+void answer_job(Service& service, Job job, bool stream,
+                const std::function<Json(const CollectedOutput&)>& whole, StreamFormat format,
+                const char* content_type, httplib::Response& res,
+                const std::shared_ptr<RequestRecord>& record) {
+  std::shared_ptr<JobChannel> channel = service.submit(std::move(job));
+  if (!stream) {
+    const CollectedOutput output = wait_job(*channel);
+    record->set_tokens(output.result.stats.n_prompt, output.result.stats.n_generated);
+    record->set_outcome(stop_reason_name(output.result.stop_reason));
+    write_json(res, whole(output));
+    return;
+  }
+  stream_job(res, content_type, std::move(channel), std::move(format), record);
+}
+
+Json offered_tools(const Fields& body, const ServedModel& served) {
+  const Json* tools = body.array("tools");
+  if (tools == nullptr || tools->empty()) return nullptr;
+  check_openai_tools(*tools, "tools");
+  if (!served.tool_calls.known()) {
+    body.fail("tools",
+              "cannot be used with this model: its chat template teaches no tool-call format "
+              "this server parses");
+  }
+  return *tools;
 }
 
 void check_openai_tools(const Json& tools, const char* path) {

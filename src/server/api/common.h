@@ -5,10 +5,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "server/json_fields.h"
+#include "server/responses.h"
 #include "server/service.h"
 #include "sluice/engine.h"
 #include "sluice/tool_calls.h"
@@ -38,12 +41,27 @@ std::string content_text(const Json& content, const std::string& path);
 // tool_calls[].function.arguments as an object. Every field checked; 400 names the bad one.
 Json template_messages_from_openai(const Json& messages, const char* path);
 
+// An assistant message's tool_calls ([{"id"?, "function": {"name", "arguments"}}]) as templates
+// take them: arguments an object. OpenAI sends them as JSON text, Ollama as an object.
+Json template_tool_calls(const Fields& message, const Json& calls, bool arguments_as_text);
+
+// Answers a job whole (`whole` builds the body from its output) or as a stream (`format`,
+// `content_type`), recording its tokens and outcome.
+void answer_job(Service& service, Job job, bool stream,
+                const std::function<Json(const CollectedOutput&)>& whole, StreamFormat format,
+                const char* content_type, httplib::Response& res,
+                const std::shared_ptr<RequestRecord>& record);
+
 // The generated text split by the model's tool-call grammar (no tools offered: all content).
 AssistantOutput split_output(const ServedModel& served, const std::string& text, const Json& tools,
                              bool tools_offered);
 
 // The bytes a token stands for, for logprobs (may be an incomplete UTF-8 sequence).
 std::string token_bytes(const ServedModel& served, int32_t id);
+
+// The body's OpenAI-style `tools`, checked, or null when none are offered; 400 naming `tools`
+// when the model's template teaches no tool-call format this server parses.
+Json offered_tools(const Fields& body, const ServedModel& served);
 
 // Tools as the template takes them (OpenAI's list), checked: each {"type": "function",
 // "function": {"name", "description"?, "parameters"?}}.

@@ -88,19 +88,7 @@ Json template_messages(const Json& messages) {
     Json converted = {{"role", role}, {"content", message.string("content").value_or("")}};
     if (auto name = message.string("tool_name")) converted["name"] = *name;
     if (const Json* calls = message.array("tool_calls")) {
-      Json template_calls = Json::array();
-      for (size_t c = 0; c < calls->size(); ++c) {
-        Fields call((*calls)[c], message.name("tool_calls") + "[" + std::to_string(c) + "]");
-        const Json* function = call.object("function");
-        if (function == nullptr) call.fail("function", "is required");
-        Fields fn(*function, call.name("function"));
-        const Json* arguments = fn.object("arguments");
-        template_calls.push_back({{"type", "function"},
-                                  {"function",
-                                   {{"name", fn.required_string("name")},
-                                    {"arguments", arguments ? *arguments : Json::object()}}}});
-      }
-      converted["tool_calls"] = std::move(template_calls);
+      converted["tool_calls"] = template_tool_calls(message, *calls, /*arguments_as_text=*/false);
     }
     out.push_back(std::move(converted));
   }
@@ -214,14 +202,6 @@ std::string stream_end(Call& call, const JobChannel& channel) {
 void answer(Service& service, std::shared_ptr<Call> call, Job job, bool stream,
             httplib::Response& res, const std::shared_ptr<RequestRecord>& record) {
   call->prompt = job.request.prompt;
-  std::shared_ptr<JobChannel> channel = service.submit(std::move(job));
-  if (!stream) {
-    const CollectedOutput output = wait_job(*channel);
-    record->set_tokens(output.result.stats.n_prompt, output.result.stats.n_generated);
-    record->set_outcome(stop_reason_name(output.result.stop_reason));
-    write_json(res, whole_answer(*call, output.result));
-    return;
-  }
   if (!call->tools.is_null()) {
     call->filter = std::make_unique<ToolCallGrammar::StreamFilter>(call->served->tool_calls);
   }
@@ -230,19 +210,10 @@ void answer(Service& service, std::shared_ptr<Call> call, Job job, bool stream,
     return stream_events(*call, events);
   };
   format.on_end = [call](const JobChannel& ended) { return stream_end(*call, ended); };
-  stream_job(res, "application/x-ndjson", std::move(channel), std::move(format), record);
-}
-
-Json read_tools(const Fields& body, const ServedModel& served) {
-  const Json* tools = body.array("tools");
-  if (tools == nullptr || tools->empty()) return nullptr;
-  check_openai_tools(*tools, "tools");
-  if (!served.tool_calls.known()) {
-    body.fail("tools",
-              "cannot be used with this model: its chat template teaches no tool-call "
-              "format this server parses");
-  }
-  return *tools;
+  answer_job(
+      service, std::move(job), stream,
+      [call](const CollectedOutput& output) { return whole_answer(*call, output.result); },
+      std::move(format), "application/x-ndjson", res, record);
 }
 
 void chat(Service& service, const httplib::Request& req, httplib::Response& res,
@@ -256,7 +227,7 @@ void chat(Service& service, const httplib::Request& req, httplib::Response& res,
   Job job;
   read_options(body, job.request, service.scheduler().n_ctx());
   job.session = body.string("session").value_or("");
-  call->tools = read_tools(body, *call->served);
+  call->tools = offered_tools(body, *call->served);
   const Json* messages = body.array("messages");
   if (messages == nullptr || messages->empty()) {  // Ollama: an empty chat loads the model
     Json line = line_head(*call);

@@ -92,30 +92,22 @@ void refuse_constrained_output(const Fields& body) {
 
 // tools / tool_choice → the tools the template sees (null: none).
 Json read_tools(const Fields& body, const ServedModel& served) {
-  const Json* tools = body.array("tools");
-  std::string choice = "auto";
   if (const Json* value = body.get("tool_choice")) {
     if (!value->is_string()) {
       body.fail("tool_choice",
                 "naming one function needs constrained decoding, which this "
                 "server does not do; use \"auto\" or \"none\"");
     }
-    choice = value->get<std::string>();
+    const std::string choice = value->get<std::string>();
     if (choice == "required") {
       body.fail("tool_choice",
                 "'required' needs constrained decoding, which this server does "
                 "not do; use \"auto\" or \"none\"");
     }
     if (choice != "auto" && choice != "none") body.fail("tool_choice", "must be auto or none");
+    if (choice == "none") return nullptr;
   }
-  if (tools == nullptr || tools->empty() || choice == "none") return nullptr;
-  check_openai_tools(*tools, "tools");
-  if (!served.tool_calls.known()) {
-    body.fail("tools",
-              "cannot be used with this model: its chat template teaches no tool-call "
-              "format this server parses");
-  }
-  return *tools;
+  return offered_tools(body, served);
 }
 
 const char* finish_reason(StopReason reason, bool tool_calls) {
@@ -299,23 +291,19 @@ Json whole_answer(const Call& call, const CollectedOutput& output) {
 
 void answer(Service& service, std::shared_ptr<Call> call, Job job, httplib::Response& res,
             const std::shared_ptr<RequestRecord>& record) {
-  std::shared_ptr<JobChannel> channel = service.submit(std::move(job));
-  if (!call->stream) {
-    const CollectedOutput output = wait_job(*channel);
-    record->set_tokens(output.result.stats.n_prompt, output.result.stats.n_generated);
-    record->set_outcome(stop_reason_name(output.result.stop_reason));
-    write_json(res, whole_answer(*call, output));
-    return;
-  }
-  if (!call->tools.is_null())
+  if (!call->tools.is_null()) {
     call->filter = std::make_unique<ToolCallGrammar::StreamFilter>(call->served->tool_calls);
+  }
   StreamFormat format;
   format.on_events = [call](std::vector<TokenEvent>& events) {
     return stream_events(*call, events);
   };
   format.on_end = [call](const JobChannel& ended) { return stream_end(*call, ended); };
   format.keep_alive = ": keep-alive\n\n";
-  stream_job(res, "text/event-stream", std::move(channel), std::move(format), record);
+  answer_job(
+      service, std::move(job), call->stream,
+      [call](const CollectedOutput& output) { return whole_answer(*call, output); },
+      std::move(format), "text/event-stream", res, record);
 }
 
 // The prompt of /v1/completions: text, one-element text list, token ids, or one list of ids.
