@@ -47,7 +47,7 @@ struct StreamFormat {
   std::function<std::string(std::vector<TokenEvent>& events)> on_events;
   // The bytes that end the stream: the last chunks, or an error in the stream's own shape.
   std::function<std::string(const JobChannel& channel)> on_end;
-  std::string keep_alive;  // sent after a quiet second ("" sends nothing)
+  std::string keep_alive;  // sent after each quiet second, while queued or prefilling
 };
 
 // Streams the job's output as a chunked response. A write that fails (the client went away)

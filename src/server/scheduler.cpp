@@ -17,6 +17,11 @@ Scheduler::Scheduler(std::shared_ptr<Model> model, SessionOptions session_option
   Slot& first = slots_.emplace_back();
   first.session = std::make_unique<Session>(model_, session_options_);
   n_ctx_ = first.session->n_ctx();
+  // One token through the model before the server says ready: the weights are paged in and
+  // the scratch sized now, not inside the first client's time to first token.
+  const int32_t warm_up[1] = {model_->tokenizer().bos_id().value_or(0)};
+  first.session->eval(warm_up);
+  first.session->clear();
   counts_.sessions = 1;
   thread_ = std::thread([this] { run(); });
 }

@@ -988,3 +988,42 @@ def test_sigterm_finishes_the_stream():
         assert "sluice: stopped" in s.log()
     finally:
         s.kill()
+
+
+# --- keep-alives -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path, body, keep_alive", [
+    ("/v1/chat/completions", {"stream": True, "max_tokens": 3}, b": keep-alive\n\n"),
+    ("/v1/messages", {"stream": True, "max_tokens": 3}, b"event: ping\n"),
+    ("/api/chat", {"options": {"num_predict": 3}}, b" "),
+])
+def test_waiting_stream_gets_keep_alives(path, body, keep_alive):
+    """--parallel 1: a stream queued behind a long one receives its API's keep-alive every quiet
+    second (a lone space for NDJSON), and its client still parses the answer."""
+    with serving("--parallel", "1") as s:
+        conn, busy = open_stream(s.url, "/v1/chat/completions", long_chat(400))
+        assert busy.status == 200 and read_sse_data(busy) is not None
+        waiting_conn, waiting = open_stream(s.url, path,
+                                            {"model": NAME, "messages": user("hi"), **body})
+        assert waiting.status == 200
+        head = waiting.read(len(keep_alive))  # chunked encoding decoded
+        assert head == keep_alive, head
+        conn.close()  # the long stream goes away; the waiting one is served next
+        rest = waiting.read()
+        waiting_conn.close()
+        if path == "/api/chat":
+            lines = (head + rest).split(b"\n")
+            parsed = [json.loads(line) for line in lines if line.strip()]
+            assert parsed[-1]["done"] is True
+        else:
+            assert b"data:" in rest
+    if path != "/api/chat":
+        return
+    # The Ollama SDK itself reads a stream whose lines carry the spaces.
+    with serving("--parallel", "1") as s:
+        conn, busy = open_stream(s.url, "/v1/chat/completions", long_chat(250))
+        assert busy.status == 200 and read_sse_data(busy) is not None
+        parts = list(ollama_client(s.url).chat(model=NAME, messages=user("hi"), stream=True,
+                                               options={"num_predict": 3}))
+        conn.close()
+        assert parts[-1].done

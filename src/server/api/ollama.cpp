@@ -210,6 +210,10 @@ void answer(Service& service, std::shared_ptr<Call> call, Job job, bool stream,
     return stream_events(*call, events);
   };
   format.on_end = [call](const JobChannel& ended) { return stream_end(*call, ended); };
+  // NDJSON has no comment line, and Ollama's clients parse every line as JSON; a lone space
+  // keeps the connection alive (and shows a disconnect) and only becomes leading whitespace
+  // of the next line, which every JSON parser skips.
+  format.keep_alive = " ";
   answer_job(
       service, std::move(job), stream,
       [call](const CollectedOutput& output) { return whole_answer(*call, output.result); },
