@@ -39,13 +39,50 @@ httplib::Server::Handler route(Service& service, Api api, RouteHandler handler) 
   };
 }
 
-CollectedOutput wait_job(JobChannel& channel) {
-  CollectedOutput out;
-  while (!channel.wait(out.events, std::chrono::milliseconds(1000))) {
+namespace {
+
+void record_result(RequestRecord& record, const GenerationResult& result) {
+  record.set_tokens(result.stats.n_prompt, result.stats.n_generated);
+  record.set_outcome(stop_reason_name(result.stop_reason));
+}
+
+}  // namespace
+
+void answer_whole(httplib::Response& res, Api api, std::shared_ptr<JobChannel> channel,
+                  WholeAnswer whole, std::shared_ptr<RequestRecord> record) {
+  auto output = std::make_shared<CollectedOutput>();
+  if (channel->wait(output->events, std::chrono::milliseconds(1000))) {
+    if (channel->failed()) throw ApiError(channel->error_status(), channel->error());
+    output->result = channel->result();
+    record_result(*record, output->result);
+    write_json(res, whole(*output));
+    return;
   }
-  if (channel.failed()) throw ApiError(channel.error_status(), channel.error());
-  out.result = channel.result();
-  return out;
+  auto provider = [api, channel, output, whole = std::move(whole), record](
+                      size_t, httplib::DataSink& sink) {
+    while (!channel->wait(output->events, std::chrono::milliseconds(1000))) {
+      if (!sink.write(" ", 1)) {
+        channel->cancel = true;  // the client went away
+        record->set_outcome("disconnected");
+        return false;
+      }
+    }
+    std::string body;
+    if (channel->failed()) {
+      body = error_body(api, channel->error_status(), channel->error());
+      record->set_outcome("failed");
+    } else {
+      output->result = channel->result();
+      record_result(*record, output->result);
+      body = dump(whole(*output));
+    }
+    sink.write(body.data(), body.size());
+    sink.done();
+    return true;
+  };
+  res.status = 200;
+  res.set_chunked_content_provider("application/json", std::move(provider),
+                                   [channel](bool) { channel->cancel = true; });
 }
 
 void stream_job(httplib::Response& res, const char* content_type,
@@ -75,9 +112,7 @@ void stream_job(httplib::Response& res, const char* content_type,
         if (channel->failed()) {
           record->set_outcome("failed");
         } else {
-          const GenerationResult& result = channel->result();
-          record->set_tokens(result.stats.n_prompt, result.stats.n_generated);
-          record->set_outcome(stop_reason_name(result.stop_reason));
+          record_result(*record, channel->result());
         }
         sink.done();
         return true;

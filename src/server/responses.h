@@ -1,6 +1,6 @@
 // The HTTP side of a route: the wrapper every handler runs in (errors in the API's own shape,
 // the access record), JSON answers, and the two ways a job's tokens reach the client — all at
-// once (wait_job) or streamed as they come (stream_job, with keep-alives while a prompt is
+// once (answer_whole) or streamed as they come (stream_job, with keep-alives while a prompt is
 // evaluated and cancellation when the client goes away).
 #pragma once
 
@@ -39,8 +39,15 @@ struct CollectedOutput {
   std::vector<TokenEvent> events;
   GenerationResult result;
 };
-// Waits for the job to end; a failed job is rethrown as ApiError with its status.
-CollectedOutput wait_job(JobChannel& channel);
+using WholeAnswer = std::function<Json(const CollectedOutput& output)>;
+
+// Answers the job in one JSON body built by `whole`. A job that ends within a second is answered
+// plainly (a failure as ApiError, with its status). One that takes longer is answered chunked:
+// a space every quiet second (leading whitespace every JSON parser skips) keeps idle-timeout
+// proxies patient and shows a client that went away, which cancels the job; a failure then
+// comes as an error body in `api`'s shape.
+void answer_whole(httplib::Response& res, Api api, std::shared_ptr<JobChannel> channel,
+                  WholeAnswer whole, std::shared_ptr<RequestRecord> record);
 
 struct StreamFormat {
   // The bytes to send for events that arrived (may be empty: nothing to send yet).

@@ -307,7 +307,8 @@ def test_sse_stream_ends_with_done(url):
         "model": NAME, "messages": user("Say hi."), "max_tokens": 6, "temperature": 0,
         "stream": True})
     assert reply.status == 200 and reply.headers["content-type"].startswith("text/event-stream")
-    lines = [line for line in reply.body.split("\n") if line]
+    # Comment lines (": keep-alive") come when a second passes without a token: a busy machine.
+    lines = [line for line in reply.body.split("\n") if line and not line.startswith(":")]
     assert all(line.startswith("data: ") for line in lines), lines
     assert lines[-1] == "data: [DONE]"
     chunks = [json.loads(line[len("data: "):]) for line in lines[:-1]]
@@ -1027,3 +1028,49 @@ def test_waiting_stream_gets_keep_alives(path, body, keep_alive):
                                                options={"num_predict": 3}))
         conn.close()
         assert parts[-1].done
+
+
+def test_disconnect_frees_the_slot_without_streaming():
+    """A non-streamed answer that takes long is sent chunked with a space every quiet second; a
+    client that hangs up is noticed by the next one and its request cancelled."""
+    with serving("--parallel", "1") as s:
+        body = dict(long_chat(2000))
+        body["stream"] = False
+        conn, reply = open_stream(s.url, "/v1/chat/completions", body)
+        assert reply.status == 200
+        assert reply.read(1) == b" "  # the first keep-alive, after a second of work
+        conn.close()
+        hung_up = time.monotonic()
+        s.wait_for_log(r'route="POST /v1/chat/completions" .* outcome=disconnected$', timeout=10)
+        answer = openai_client(s.url).chat.completions.create(
+            model=NAME, messages=user("hi"), max_tokens=4, temperature=0)
+        assert answer.choices[0].message.content
+        assert time.monotonic() - hung_up < 8
+
+
+def test_slow_whole_answer_parses_in_every_sdk():
+    """Whole answers that outlast the first second arrive with leading spaces; the SDKs parse them."""
+    with serving("--parallel", "1") as s:
+        conn, busy = open_stream(s.url, "/v1/chat/completions", long_chat(250))
+        assert busy.status == 200 and read_sse_data(busy) is not None
+        results = {}
+
+        def ask(name, call):
+            results[name] = call()
+
+        calls = {
+            "openai": lambda: openai_client(s.url).chat.completions.create(
+                model=NAME, messages=user("hi"), max_tokens=3).choices[0].message.content,
+            "ollama": lambda: ollama_client(s.url).chat(
+                model=NAME, messages=user("hi"), options={"num_predict": 3}).message.content,
+            "anthropic": lambda: anthropic_client(s.url).messages.create(
+                model=NAME, messages=user("hi"), max_tokens=3).content[0].text,
+        }
+        threads = [threading.Thread(target=ask, args=item) for item in calls.items()]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.5)  # all three wait behind the long stream past their first second
+        conn.close()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert set(results) == set(calls) and all(results.values()), results

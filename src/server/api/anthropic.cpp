@@ -352,7 +352,7 @@ void answer(Service& service, std::shared_ptr<Call> call, Job job, httplib::Resp
   format.on_end = [call](const JobChannel& ended) { return stream_end(*call, ended); };
   format.keep_alive = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
   answer_job(
-      service, std::move(job), call->stream,
+      service, Api::kAnthropic, std::move(job), call->stream,
       [call](const CollectedOutput& output) { return whole_answer(*call, output.result); },
       std::move(format), "text/event-stream", res, record);
 }

@@ -137,19 +137,15 @@ Json template_tool_calls(const Fields& message, const Json& calls, bool argument
   return out;
 }
 
-void answer_job(Service& service, Job job, bool stream,
-                const std::function<Json(const CollectedOutput&)>& whole, StreamFormat format,
-                const char* content_type, httplib::Response& res,
+void answer_job(Service& service, Api api, Job job, bool stream, WholeAnswer whole,
+                StreamFormat format, const char* content_type, httplib::Response& res,
                 const std::shared_ptr<RequestRecord>& record) {
   std::shared_ptr<JobChannel> channel = service.submit(std::move(job));
-  if (!stream) {
-    const CollectedOutput output = wait_job(*channel);
-    record->set_tokens(output.result.stats.n_prompt, output.result.stats.n_generated);
-    record->set_outcome(stop_reason_name(output.result.stop_reason));
-    write_json(res, whole(output));
-    return;
+  if (stream) {
+    stream_job(res, content_type, std::move(channel), std::move(format), record);
+  } else {
+    answer_whole(res, api, std::move(channel), std::move(whole), record);
   }
-  stream_job(res, content_type, std::move(channel), std::move(format), record);
 }
 
 Json offered_tools(const Fields& body, const ServedModel& served) {

@@ -47,9 +47,8 @@ Json template_tool_calls(const Fields& message, const Json& calls, bool argument
 
 // Answers a job whole (`whole` builds the body from its output) or as a stream (`format`,
 // `content_type`), recording its tokens and outcome.
-void answer_job(Service& service, Job job, bool stream,
-                const std::function<Json(const CollectedOutput&)>& whole, StreamFormat format,
-                const char* content_type, httplib::Response& res,
+void answer_job(Service& service, Api api, Job job, bool stream, WholeAnswer whole,
+                StreamFormat format, const char* content_type, httplib::Response& res,
                 const std::shared_ptr<RequestRecord>& record);
 
 // The generated text split by the model's tool-call grammar (no tools offered: all content).

@@ -215,7 +215,7 @@ void answer(Service& service, std::shared_ptr<Call> call, Job job, bool stream,
   // of the next line, which every JSON parser skips.
   format.keep_alive = " ";
   answer_job(
-      service, std::move(job), stream,
+      service, Api::kOllama, std::move(job), stream,
       [call](const CollectedOutput& output) { return whole_answer(*call, output.result); },
       std::move(format), "application/x-ndjson", res, record);
 }

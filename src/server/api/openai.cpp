@@ -301,7 +301,7 @@ void answer(Service& service, std::shared_ptr<Call> call, Job job, httplib::Resp
   format.on_end = [call](const JobChannel& ended) { return stream_end(*call, ended); };
   format.keep_alive = ": keep-alive\n\n";
   answer_job(
-      service, std::move(job), call->stream,
+      service, Api::kOpenAI, std::move(job), call->stream,
       [call](const CollectedOutput& output) { return whole_answer(*call, output); },
       std::move(format), "text/event-stream", res, record);
 }
