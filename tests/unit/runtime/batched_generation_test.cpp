@@ -2,7 +2,8 @@
 // each request alone, on llama.cpp's tiny models: the same tokens and the same log-probabilities
 // bit for bit, for dense, sliding-window (gemma3), sinks + sliding (gpt-oss), MoE (qwen3moe) and
 // MLA (deepseek2) models, with prompts of different lengths, so every sequence sits at its own
-// position and some are still prefilling while others decode.
+// position and some are still prefilling while others decode. MoE models are batched with
+// their experts streamed from disk at the cache floor too, against resident generation alone.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -41,6 +42,42 @@ std::vector<float> logprobs_of(const std::vector<TokenEvent>& events) {
   return out;
 }
 
+// Runs the prompts together with Generation::step_all; returns each generation's result and
+// events.
+struct BatchRun {
+  std::vector<GenerationResult> results;
+  std::vector<std::vector<TokenEvent>> events;
+  std::vector<std::vector<int32_t>> committed;
+};
+
+BatchRun run_batched(const std::shared_ptr<Model>& model, const SessionOptions& options,
+                     int64_t max_tokens) {
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<std::unique_ptr<Generation>> generations;
+  std::vector<Generation*> pointers;
+  BatchRun run;
+  run.events.resize(kPrompts.size());
+  std::vector<std::vector<TokenEvent>*> event_lists;
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    sessions.push_back(std::make_unique<Session>(model, options));
+    generations.push_back(
+        std::make_unique<Generation>(*sessions.back(), request_for(kPrompts[i], max_tokens)));
+    pointers.push_back(generations.back().get());
+    event_lists.push_back(&run.events[i]);
+  }
+  bool running = true;
+  while (running) {
+    Generation::step_all(pointers, event_lists);
+    running = false;
+    for (const auto& g : generations) running = running || !g->finished();
+  }
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    run.results.push_back(generations[i]->result());
+    run.committed.push_back(sessions[i]->tokens());
+  }
+  return run;
+}
+
 TEST(BatchedGeneration, EqualsGeneratingEachAlone) {
   for (const char* name :
        {"llama-dense", "gemma3-dense", "gptoss-moe", "qwen3moe-moe", "deepseek2-moe"}) {
@@ -52,24 +89,13 @@ TEST(BatchedGeneration, EqualsGeneratingEachAlone) {
     options.n_batch = 5;  // prompts take several prefill steps, so phases overlap
     options.n_ctx = 128;
     const int64_t max_tokens = 12;
-
-    std::vector<std::unique_ptr<Session>> sessions;
-    std::vector<std::unique_ptr<Generation>> generations;
-    std::vector<Generation*> pointers;
-    std::vector<std::vector<TokenEvent>> events(kPrompts.size());
-    std::vector<std::vector<TokenEvent>*> event_lists;
-    for (size_t i = 0; i < kPrompts.size(); ++i) {
-      sessions.push_back(std::make_unique<Session>(model, options));
-      generations.push_back(
-          std::make_unique<Generation>(*sessions.back(), request_for(kPrompts[i], max_tokens)));
-      pointers.push_back(generations.back().get());
-      event_lists.push_back(&events[i]);
-    }
-    bool running = true;
-    while (running) {
-      Generation::step_all(pointers, event_lists);
-      running = false;
-      for (const auto& g : generations) running = running || !g->finished();
+    std::vector<BatchRun> runs = {run_batched(model, options, max_tokens)};
+    const bool moe = std::string(name).ends_with("-moe");
+    if (moe) {
+      ModelOptions streamed{2, "cpu"};
+      streamed.stream_experts = true;
+      streamed.expert_cache_slots = 2;  // the floor: expert_used_count of these tiny files
+      runs.push_back(run_batched(Model::load(tiny_model(name), streamed), options, max_tokens));
     }
 
     for (size_t i = 0; i < kPrompts.size(); ++i) {
@@ -80,11 +106,14 @@ TEST(BatchedGeneration, EqualsGeneratingEachAlone) {
             alone_events.push_back(e);
             return true;
           });
-      const GenerationResult& got = generations[i]->result();
-      EXPECT_EQ(got.tokens, expected.tokens) << name << " prompt " << i;
-      EXPECT_EQ(got.text, expected.text) << name << " prompt " << i;
-      EXPECT_EQ(logprobs_of(events[i]), logprobs_of(alone_events)) << name << " prompt " << i;
-      EXPECT_EQ(sessions[i]->tokens(), alone.tokens()) << name << " prompt " << i;
+      for (size_t r = 0; r < runs.size(); ++r) {
+        const std::string where = std::string(name) + (r == 0 ? " resident" : " streamed") +
+                                  " prompt " + std::to_string(i);
+        EXPECT_EQ(runs[r].results[i].tokens, expected.tokens) << where;
+        EXPECT_EQ(runs[r].results[i].text, expected.text) << where;
+        EXPECT_EQ(logprobs_of(runs[r].events[i]), logprobs_of(alone_events)) << where;
+        EXPECT_EQ(runs[r].committed[i], alone.tokens()) << where;
+      }
     }
   }
 }
