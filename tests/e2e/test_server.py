@@ -1074,3 +1074,93 @@ def test_slow_whole_answer_parses_in_every_sdk():
         for thread in threads:
             thread.join(timeout=60)
         assert set(results) == set(calls) and all(results.values()), results
+
+
+# --- CORS and hostile input ----------------------------------------------------------------------
+
+def test_cors_only_when_asked(url):
+    reply = curl(url, "/v1/models", headers=["Origin: https://example.com"])
+    assert reply.status == 200 and "access-control-allow-origin" not in reply.headers
+    with serving("--cors", "https://app.example") as s:
+        reply = curl(s.url, "/v1/models", headers=["Origin: https://app.example"])
+        assert reply.headers["access-control-allow-origin"] == "https://app.example"
+        preflight = curl(s.url, "/v1/chat/completions", method="OPTIONS",
+                         headers=["Origin: https://app.example",
+                                  "Access-Control-Request-Method: POST"])
+        assert preflight.status == 204
+        assert "POST" in preflight.headers["access-control-allow-methods"]
+        assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+
+
+VALID = {
+    "/v1/chat/completions": {"model": NAME, "max_tokens": 2, "messages": [
+        {"role": "user", "content": "hi"}]},
+    "/v1/completions": {"model": NAME, "max_tokens": 2, "prompt": "hi"},
+    "/v1/messages": {"model": NAME, "max_tokens": 2, "messages": [
+        {"role": "user", "content": "hi"}]},
+    "/api/chat": {"model": NAME, "stream": False, "options": {"num_predict": 2},
+                  "messages": [{"role": "user", "content": "hi"}]},
+    "/api/generate": {"model": NAME, "stream": False, "prompt": "hi",
+                      "options": {"num_predict": 2}},
+    "/api/show": {"model": NAME},
+}
+ODD_VALUES = [None, True, -1, 0, 1.5, 1e308, -1e308, "", "\u0000\udcff", "x" * 5000, [], [1, "a"],
+              {}, {"a": {"b": [None]}}]
+
+
+def mutations(body):
+    """Every top-level field (and each field of nested objects and list items) replaced by each
+    odd value in turn, plus the field removed, plus unknown fields added."""
+    def walk(value, path):
+        if isinstance(value, dict):
+            for key in value:
+                yield from walk(value[key], path + [key])
+                yield ("drop", path + [key], None)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                yield from walk(item, path + [i])
+        for odd in ODD_VALUES:
+            yield ("set", path, odd)
+
+    for op, path, odd in walk(body, []):
+        mutated = json.loads(json.dumps(body))
+        if not path:
+            yield odd
+            continue
+        parent = mutated
+        for step in path[:-1]:
+            parent = parent[step]
+        if op == "drop":
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = odd
+        yield mutated
+    yield {**body, "unknown_field": {"x": 1}, "stream_options": "bad"}
+
+
+def test_hostile_bodies_never_break_the_server():
+    """Type-mutated bodies on every endpoint: answered with a status below 500 (or a plain 200
+    where the mutation is harmless), never a crash or a hang; the server still answers after.
+    A 64-token context bounds the answers whose token limit a mutation removed."""
+    with serving("--ctx", "64") as s:
+        hostile_bodies(s.url)
+
+
+def hostile_bodies(url):
+    seen = 0
+    for path, body in VALID.items():
+        for mutated in mutations(body):
+            data = json.dumps(mutated, allow_nan=False).encode("utf-8", "surrogatepass")
+            reply = curl(url, path, data, timeout=60)
+            assert reply.status < 500, (path, mutated, reply.status, reply.body[:300])
+            if reply.status >= 400:
+                assert "error" in reply.json(), reply.body
+            seen += 1
+    for raw in [b"", b"null", b"[]", b'"text"', b"{", b'{"model": ' + b"[" * 10000,
+                b"\xff\xfe\x00", b'{"model": "' + NAME.encode() + b'", "messages": 1e999}']:
+        for path in VALID:
+            reply = curl(url, path, raw)
+            assert 400 <= reply.status < 500, (path, raw[:40], reply.status, reply.body[:200])
+    assert seen > 300
+    assert curl(url, "/health").json() == {"status": "ok"}
+    assert metric(metrics(url), "sluice_active_requests") == 0
