@@ -115,25 +115,42 @@ void dot_q8_0_x4(const void* w, const void* x, int64_t x_stride, int64_t n_x, fl
   for (int64_t t = 0; t < n_x; ++t) out[t * out_stride] = hsum_ps(acc[t]);
 }
 
-void dot_q4_1_x4(const void* w, const void* x, int64_t x_stride, int64_t n_x, float* out,
-                 int64_t out_stride, int64_t n) {
+// kN tokens known at compile time keep the accumulators in registers (a run-time count would
+// leave them in memory, loaded and stored for every block).
+template <int kN>
+void dot_q4_1_xn(const void* w, const void* x, int64_t x_stride, float* out, int64_t out_stride,
+                 int64_t n) {
   const auto* wb = static_cast<const BlockQ4_1*>(w);  // [n / 32]
-  const auto* rows = static_cast<const uint8_t*>(x);  // [n_x, x_stride]
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  float sum_min[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  const auto* rows = static_cast<const uint8_t*>(x);  // [kN, x_stride]
+  __m256 acc[kN];
+  float sum_min[kN];
+  for (int t = 0; t < kN; ++t) acc[t] = _mm256_setzero_ps(), sum_min[t] = 0.0f;
   for (int64_t ib = 0; ib < n / kQK4_1; ++ib) {
     const __m256i wq = unpack_nibbles(wb[ib].qs);
     const float dw = half_to_float(wb[ib].d);
     const float mw = half_to_float(wb[ib].m);
-    for (int64_t t = 0; t < n_x; ++t) {
+    for (int t = 0; t < kN; ++t) {
       const auto* xb = reinterpret_cast<const BlockQ8_1*>(rows + t * x_stride) + ib;
       sum_min[t] += mw * half_to_float(xb->s);
       const __m256 d = _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_set1_ps(half_to_float(xb->d)));
       acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(madd_u8_s8(wq, loadu256(xb->qs))), acc[t]);
     }
   }
-  for (int64_t t = 0; t < n_x; ++t) out[t * out_stride] = hsum_ps(acc[t]) + sum_min[t];
+  for (int t = 0; t < kN; ++t) out[t * out_stride] = hsum_ps(acc[t]) + sum_min[t];
+}
+
+void dot_q4_1_x4(const void* w, const void* x, int64_t x_stride, int64_t n_x, float* out,
+                 int64_t out_stride, int64_t n) {
+  switch (n_x) {
+    case 4:
+      return dot_q4_1_xn<4>(w, x, x_stride, out, out_stride, n);
+    case 3:
+      return dot_q4_1_xn<3>(w, x, x_stride, out, out_stride, n);
+    case 2:
+      return dot_q4_1_xn<2>(w, x, x_stride, out, out_stride, n);
+    default:
+      return dot_q4_1_xn<1>(w, x, x_stride, out, out_stride, n);
+  }
 }
 
 // Q5_0: a clear fifth bit means value - 16, i.e. 0xf0 OR-ed onto the nibble (two's complement).
