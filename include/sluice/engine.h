@@ -187,6 +187,11 @@ class Session {
   // The prompt tokens the next generate() would take from the cache for `prompt` (what a
   // scheduler compares to pick the session holding the longest shared prefix).
   int64_t reusable_prefix(std::span<const int32_t> prompt) const;
+  // Makes this session hold the first `n_tokens` committed tokens of `other` and their cached
+  // keys and values, as if it had evaluated them (a shared system prompt, without evaluating it
+  // again). Throws when the sessions differ in model, context, batch or KV type, or `other` no
+  // longer holds those positions (a sliding-window ring overwrote them).
+  void copy_prefix_from(const Session& other, int64_t n_tokens);
   const std::vector<int32_t>& tokens() const;  // committed ids, in order
   int64_t n_ctx() const;
   const Model& model() const;

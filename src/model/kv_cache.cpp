@@ -46,4 +46,27 @@ int64_t KvCache::reusable_prefix(int64_t n_keep, int64_t n_written) const {
   return n_keep;
 }
 
+void KvCache::copy_prefix_from(const KvCache& source, int64_t n, int64_t n_written) {
+  if (source.n_ctx_ != n_ctx_ || source.n_batch_ != n_batch_ || source.type_ != type_ ||
+      source.layers_.size() != layers_.size()) {
+    fail("kv cache: copying a prefix between caches of different shapes");
+  }
+  if (n > n_written || source.reusable_prefix(n, n_written) != n) {
+    fail("kv cache: the source no longer holds the first ", n, " positions");
+  }
+  const size_t element = type_ == KvElement::kF16 ? 2 : 4;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const KvLayerSpec& spec = layers_[i];
+    Layer& to = storage_[i];
+    const Layer& from = source.storage_[i];
+    const size_t k_cell = size_t(spec.n_head_kv * spec.head_dim_k) * element;
+    const size_t v_cell = size_t(spec.n_head_kv * spec.head_dim_v) * element;
+    for (int64_t pos = std::max<int64_t>(0, n - to.capacity); pos < n; ++pos) {
+      const size_t cell = size_t(pos % to.capacity);
+      std::copy_n(from.k.data() + cell * k_cell, k_cell, to.k.data() + cell * k_cell);
+      std::copy_n(from.v.data() + cell * v_cell, v_cell, to.v.data() + cell * v_cell);
+    }
+  }
+}
+
 }  // namespace sluice::model

@@ -34,6 +34,11 @@ class KvCache {
   // ring has already overwritten positions that queries after n_keep would still read.
   int64_t reusable_prefix(int64_t n_keep, int64_t n_written) const;
 
+  // Copies the cells of positions [0, n) that a continuation at n can still read (all of them
+  // in full layers, the last `capacity` in rings) from `source`, a cache of the same layout
+  // that has written positions [0, n_written) and still holds them (reusable_prefix says so).
+  void copy_prefix_from(const KvCache& source, int64_t n, int64_t n_written);
+
  private:
   struct Layer {
     int64_t capacity = 0;

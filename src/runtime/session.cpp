@@ -163,6 +163,16 @@ int64_t Session::reusable_prefix(std::span<const int32_t> prompt) const {
   return impl_->common_prefix(prompt);
 }
 
+void Session::copy_prefix_from(const Session& other, int64_t n_tokens) {
+  const Impl& from = *other.impl_;
+  if (from.model != impl_->model) fail("copy_prefix_from: the sessions belong to different models");
+  if (n_tokens < 0 || n_tokens > int64_t(from.tokens.size())) {
+    fail("copy_prefix_from: ", n_tokens, " tokens asked, the source holds ", from.tokens.size());
+  }
+  impl_->kv.copy_prefix_from(from.kv, n_tokens, int64_t(from.tokens.size()));
+  impl_->tokens.assign(from.tokens.begin(), from.tokens.begin() + n_tokens);
+}
+
 void Session::clear() {
   impl_->tokens.clear();
 }

@@ -100,8 +100,8 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
       job.channel->fail(499, "the client went away before the request started");
       continue;
     }
-    Slot* slot = choose_slot(job);
     try {
+      Slot* slot = choose_slot(job);
       // The channel (and its cancel flag) is shared, so the pointer survives moving the job.
       auto generation =
           std::make_unique<Generation>(*slot->session, job.request, &job.channel->cancel);
@@ -116,37 +116,42 @@ void Scheduler::admit(std::unique_lock<std::mutex>& lock) {
   }
 }
 
+// A conversation's cache is worth more than the evaluation of a shared system prompt: a job
+// continues the slot whose whole content its prompt extends; otherwise it takes a fresh slot
+// (or, when all exist, the least recently used one no client pinned) and copies into it the
+// longest prefix another slot shares with its prompt, leaving that slot's conversation intact.
 Scheduler::Slot* Scheduler::choose_slot(const Job& job) {
-  Slot* best = nullptr;
-  int64_t best_prefix = 0;
-  Slot* oldest_free = nullptr;  // least recently used, preferring slots no client pinned
+  const std::vector<int32_t>& prompt = job.request.prompt;
+  Slot* continuation = nullptr;  // the prompt extends everything it holds
+  Slot* partial = nullptr;       // shares the longest prefix with the prompt
+  int64_t continuation_prefix = 0, partial_prefix = 0;
+  Slot* oldest = nullptr;  // least recently used, preferring slots no client pinned
   for (Slot& slot : slots_) {
     if (slot.busy) continue;
     if (!job.session.empty() && slot.key == job.session) return &slot;
-    const bool pinned = !slot.key.empty();
-    if (!pinned) {
-      // Worth taking only when the match is a real part of the prompt or of what the slot
-      // holds: a shared BOS or system line must not overwrite another conversation's cache.
-      const int64_t prefix = slot.session->reusable_prefix(job.request.prompt);
-      const int64_t held = int64_t(slot.session->tokens().size());
-      const bool worth = 2 * prefix > int64_t(job.request.prompt.size()) || 2 * prefix >= held;
-      // Of equal matches, the slot holding least loses least.
-      const bool better = prefix > best_prefix || (best != nullptr && prefix == best_prefix &&
-                                                   held < int64_t(best->session->tokens().size()));
-      if (worth && prefix > 0 && better) best = &slot, best_prefix = prefix;
-    }
     auto rank = [](const Slot& s) { return std::pair(!s.key.empty(), s.last_used); };
-    if (oldest_free == nullptr || rank(slot) < rank(*oldest_free)) oldest_free = &slot;
+    if (oldest == nullptr || rank(slot) < rank(*oldest)) oldest = &slot;
+    const int64_t prefix = slot.session->reusable_prefix(prompt);
+    if (prefix == 0) continue;
+    const int64_t held = int64_t(slot.session->tokens().size());
+    if (slot.key.empty() && prefix + 1 >= held && prefix > continuation_prefix) {
+      continuation = &slot, continuation_prefix = prefix;
+    } else if (prefix > partial_prefix) {
+      partial = &slot, partial_prefix = prefix;
+    }
   }
-  if (best != nullptr) return best;
+  if (continuation != nullptr) return continuation;
+  Slot* target = oldest;
   if (int64_t(slots_.size()) < limits_.cached_sessions) {
-    Slot& fresh = slots_.emplace_back();
-    fresh.session = std::make_unique<Session>(model_, session_options_);
+    target = &slots_.emplace_back();
+    target->session = std::make_unique<Session>(model_, session_options_);
     counts_.sessions = int64_t(slots_.size());
-    return &fresh;
   }
-  oldest_free->key.clear();  // its conversation's cache is about to be overwritten
-  return oldest_free;
+  target->key.clear();  // whatever conversation it held is about to be overwritten
+  if (partial != nullptr && partial != target) {
+    target->session->copy_prefix_from(*partial->session, partial_prefix);
+  }
+  return target;
 }
 
 void Scheduler::step_all() {

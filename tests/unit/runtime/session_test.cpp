@@ -118,3 +118,35 @@ TEST(Model, UnknownArchitectureIsRefusedByName) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+// A session given another's prefix (copy_prefix_from) continues exactly as one that evaluated
+// that prefix itself: same logits bit for bit, for full attention and sliding-window rings.
+TEST(Session, CopiedPrefixContinuesLikeAnEvaluatedOne) {
+  for (const char* name : {"llama-dense", "gemma3-dense"}) {
+    REQUIRE_TINY(name);
+    auto model = Model::load(tiny_model(name), {1, "cpu"});
+    SessionOptions options;
+    options.n_batch = 4;
+    options.n_ctx = 64;
+    options.kv_type = KvType::kF32;
+    const std::vector<int32_t> shared = {1, 5, 9, 17, 33, 64, 2, 100};
+    std::vector<int32_t> first = shared, second = shared;
+    first.insert(first.end(), {7, 3, 50, 27});
+    second.insert(second.end(), {8, 8, 4});
+
+    Session source(model, options), copied(model, options), fresh(model, options);
+    source.eval(first);
+    copied.copy_prefix_from(source, int64_t(shared.size()));
+    EXPECT_EQ(copied.tokens(), shared) << name;
+    fresh.eval(shared);
+    const std::span<const int32_t> rest(second.begin() + int64_t(shared.size()), second.end());
+    EXPECT_EQ(copied.eval(rest, true), fresh.eval(rest, true)) << name;
+    EXPECT_THROW(copied.copy_prefix_from(source, 100), Error) << name;
+  }
+}
+
+}  // namespace
+}  // namespace sluice

@@ -124,3 +124,37 @@ TEST(Scheduler, CancelledJobEndsAndShutdownFailsTheQueue) {
 
 }  // namespace
 }  // namespace sluice::server
+
+namespace sluice::server {
+namespace {
+
+// Two conversations that share a system prompt: the second takes a fresh session with the
+// shared prefix copied in, so the first keeps its whole cache for its next turn.
+TEST(Scheduler, ConversationsSharingAPrefixBothStayCached) {
+  REQUIRE_TINY("llama-dense");
+  auto model = Model::load(tiny_model("llama-dense"), {1, "cpu"});
+  Scheduler scheduler(model, small_sessions(), {1, 4, 4});
+  const std::vector<int32_t> system = {1, 5, 9, 17, 33, 64, 2, 100, 7, 3};
+  std::vector<int32_t> a = system, b = system;
+  a.insert(a.end(), {40, 41, 42});
+  b.insert(b.end(), {50, 51});
+
+  auto run = [&](std::vector<int32_t> prompt) {
+    Job job = job_for(std::move(prompt), 4);
+    auto channel = job.channel;
+    EXPECT_EQ(scheduler.submit(std::move(job)), Scheduler::Admission::kQueued);
+    return wait(*channel);
+  };
+  const GenerationResult first_a = run(a);
+  const GenerationResult first_b = run(b);
+  EXPECT_GE(first_b.stats.n_prompt_reused, int64_t(system.size()));  // the copied prefix
+  std::vector<int32_t> next_a = a;
+  next_a.insert(next_a.end(), first_a.tokens.begin(), first_a.tokens.end());
+  next_a.push_back(60);
+  const GenerationResult second_a = run(next_a);
+  // All of a and its answer but the answer's last token (never evaluated) came from the cache.
+  EXPECT_EQ(second_a.stats.n_prompt_reused, int64_t(a.size() + first_a.tokens.size() - 1));
+}
+
+}  // namespace
+}  // namespace sluice::server
