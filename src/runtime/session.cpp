@@ -33,6 +33,7 @@ Session::Impl::Impl(std::shared_ptr<Model> model_in, const SessionOptions& optio
   if (options.n_batch < 1) fail("batch size must be positive, got ", options.n_batch);
   chunk_logits.resize(size_t(n_batch * n_vocab));
   batch_runs.reserve(size_t(n_batch));
+  batch_tokens.reserve(size_t(n_batch));
   last_logits.resize(size_t(n_vocab));
   tokens.reserve(size_t(n_ctx));
   std::lock_guard lock(model->forward_mutex());
@@ -93,37 +94,38 @@ void Session::Impl::forward_chunk(std::span<const int32_t> ids, float* all) {
   if (all != nullptr) std::memcpy(all, chunk_logits.data(), sizeof(float) * n * size_t(n_vocab));
 }
 
-void Session::Impl::forward_decode_batch(std::span<Impl* const> sessions,
-                                         std::span<const int32_t> tokens) {
-  // The lead session's scratch (logits rows, runs) holds the whole batch: at most its n_batch.
-  Impl& lead = *sessions.front();
-  for (size_t done = 0; done < sessions.size();) {
-    const size_t n = std::min(sessions.size() - done, size_t(lead.n_batch));
-    lead.batch_runs.clear();
-    for (size_t i = 0; i < n; ++i) {
-      Impl& s = *sessions[done + i];
-      if (s.model != lead.model) fail("batched decode: the sessions belong to different models");
-      s.check_fits(tokens.subspan(done + i, 1));
-      lead.batch_runs.push_back({&s.kv, int64_t(s.tokens.size()), int64_t(i), 1});
-    }
-    model::ForwardRequest request;
-    request.tokens = tokens.subspan(done, n);
-    request.sequences = lead.batch_runs;
-    request.all_logits = true;
-    request.logits = lead.chunk_logits.data();
-    request.experts = lead.model->experts();
-    {
-      std::lock_guard lock(lead.model->forward_mutex());
-      lead.model->language_model().forward(lead.backend, request);
-      if (request.experts != nullptr) request.experts->end_step();
-    }
-    for (size_t i = 0; i < n; ++i) {
-      Impl& s = *sessions[done + i];
-      s.tokens.push_back(tokens[done + i]);
-      std::memcpy(s.last_logits.data(), lead.chunk_logits.data() + i * size_t(lead.n_vocab),
-                  sizeof(float) * size_t(lead.n_vocab));
-    }
-    done += n;
+void Session::Impl::forward_batch(std::span<const BatchItem> items) {
+  // The lead session's scratch (tokens, runs, logits rows) holds the whole batch.
+  Impl& lead = *items.front().session;
+  lead.batch_runs.clear();
+  lead.batch_tokens.clear();
+  for (const BatchItem& item : items) {
+    Impl& s = *item.session;
+    if (s.model != lead.model) fail("batched forward: the sessions belong to different models");
+    s.check_fits(item.tokens);
+    lead.batch_runs.push_back({&s.kv, int64_t(s.tokens.size()), int64_t(lead.batch_tokens.size()),
+                               int64_t(item.tokens.size())});
+    lead.batch_tokens.insert(lead.batch_tokens.end(), item.tokens.begin(), item.tokens.end());
+  }
+  if (int64_t(lead.batch_tokens.size()) > lead.n_batch) {
+    fail("batched forward: ", lead.batch_tokens.size(), " tokens exceed the batch of ",
+         lead.n_batch);
+  }
+  model::ForwardRequest request;
+  request.tokens = lead.batch_tokens;
+  request.sequences = lead.batch_runs;
+  request.logits = lead.chunk_logits.data();  // [items, n_vocab]: each run's last token
+  request.experts = lead.model->experts();
+  {
+    std::lock_guard lock(lead.model->forward_mutex());
+    lead.model->language_model().forward(lead.backend, request);
+    if (request.experts != nullptr) request.experts->end_step();
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    Impl& s = *items[i].session;
+    s.tokens.insert(s.tokens.end(), items[i].tokens.begin(), items[i].tokens.end());
+    std::memcpy(s.last_logits.data(), lead.chunk_logits.data() + i * size_t(lead.n_vocab),
+                sizeof(float) * size_t(lead.n_vocab));
   }
 }
 

@@ -101,11 +101,16 @@ struct Generation::Impl {
   bool cancelled() const {
     return stop_requested || (cancel != nullptr && cancel->load(std::memory_order_relaxed));
   }
-  void prefill_step();
+  // The next prefill chunk (the same chunks as a generation run alone: at most n_batch).
+  std::span<const int32_t> next_chunk();
+  void chunk_done(size_t n);
   // Samples the next token; true when it must now be evaluated (the generation goes on).
   bool sample_next(std::vector<TokenEvent>& events);
-  // Whatever a step does besides evaluating a sampled token; true when that token awaits.
-  bool step_before_forward(std::vector<TokenEvent>& events);
+  // Everything a step does but the forward; returns the tokens the forward must evaluate for
+  // it (a prefill chunk, or the token just sampled), empty when none.
+  std::span<const int32_t> step_before_forward(std::vector<TokenEvent>& events);
+  // After the forward of what step_before_forward returned.
+  void step_after_forward(size_t n_evaluated);
   void finish(StopReason reason, std::vector<TokenEvent>& events);
 
   Session::Impl& s;
@@ -122,7 +127,7 @@ struct Generation::Impl {
   Clock::time_point start, first_token_time;
 };
 
-void Generation::Impl::prefill_step() {
+std::span<const int32_t> Generation::Impl::next_chunk() {
   if (!started) {
     started = true;
     start = Clock::now();
@@ -130,7 +135,10 @@ void Generation::Impl::prefill_step() {
     result.stats.n_prompt_reused = int64_t(prefill_next);
   }
   const size_t n = std::min(request.prompt.size() - prefill_next, size_t(s.n_batch));
-  s.forward_chunk(std::span(request.prompt).subspan(prefill_next, n), nullptr);
+  return std::span<const int32_t>(request.prompt).subspan(prefill_next, n);
+}
+
+void Generation::Impl::chunk_done(size_t n) {
   prefill_next += n;
   if (prefill_next == request.prompt.size()) {
     decoding = true;
@@ -169,18 +177,22 @@ bool Generation::Impl::sample_next(std::vector<TokenEvent>& events) {
   return false;
 }
 
-bool Generation::Impl::step_before_forward(std::vector<TokenEvent>& events) {
-  if (done) return false;
+std::span<const int32_t> Generation::Impl::step_before_forward(std::vector<TokenEvent>& events) {
+  if (done) return {};
   if (cancelled()) {
     finish(StopReason::kCancelled, events);
   } else if (!decoding) {
-    prefill_step();
+    return next_chunk();
   } else if (request.max_tokens == 0) {
     finish(StopReason::kMaxTokens, events);
-  } else {
-    return sample_next(events);
+  } else if (sample_next(events)) {
+    return std::span<const int32_t>(result.tokens).last(1);
   }
-  return false;
+  return {};
+}
+
+void Generation::Impl::step_after_forward(size_t n_evaluated) {
+  if (!decoding) chunk_done(n_evaluated);
 }
 
 void Generation::Impl::finish(StopReason reason, std::vector<TokenEvent>& events) {
@@ -224,9 +236,10 @@ Generation::~Generation() = default;
 
 bool Generation::step(std::vector<TokenEvent>& events) {
   Impl& g = *impl_;
-  if (g.step_before_forward(events)) {
-    const int32_t next[1] = {g.result.tokens.back()};
-    g.s.forward_chunk(next, nullptr);
+  const std::span<const int32_t> tokens = g.step_before_forward(events);
+  if (!tokens.empty()) {
+    g.s.forward_chunk(tokens, nullptr);
+    g.step_after_forward(tokens.size());
   }
   return !g.done;
 }
@@ -235,18 +248,33 @@ void Generation::step_all(std::span<Generation* const> generations,
                           std::span<std::vector<TokenEvent>* const> events) {
   if (events.size() != generations.size()) fail("step_all: one event list per generation");
   // Reused across steps: the token loop allocates nothing once they have grown.
-  thread_local std::vector<Session::Impl*> sessions;
-  thread_local std::vector<int32_t> tokens;
-  sessions.clear();
-  tokens.clear();
+  thread_local std::vector<Session::Impl::BatchItem> batch;
+  thread_local std::vector<Impl*> batched;
+  batch.clear();
+  batched.clear();
+  int64_t budget = 0;  // tokens one forward may take: the smallest n_batch of the sessions
+  for (Generation* g : generations) {
+    budget = budget == 0 ? g->impl_->s.n_batch : std::min(budget, g->impl_->s.n_batch);
+  }
   for (size_t i = 0; i < generations.size(); ++i) {
     Impl& g = *generations[i]->impl_;
-    if (g.step_before_forward(*events[i])) {
-      sessions.push_back(&g.s);
-      tokens.push_back(g.result.tokens.back());
+    const std::span<const int32_t> tokens = g.step_before_forward(*events[i]);
+    if (tokens.empty()) continue;
+    // A chunk that does not fit beside the others runs alone: each sequence keeps the chunks
+    // it would have alone, so the numbers stay those of generating it alone.
+    if (int64_t(tokens.size()) > budget) {
+      g.s.forward_chunk(tokens, nullptr);
+      g.step_after_forward(tokens.size());
+      continue;
     }
+    budget -= int64_t(tokens.size());
+    batch.push_back({&g.s, tokens});
+    batched.push_back(&g);
   }
-  if (!sessions.empty()) Session::Impl::forward_decode_batch(sessions, tokens);
+  if (batch.empty()) return;
+  Session::Impl::forward_batch(batch);
+  for (size_t i = 0; i < batched.size(); ++i)
+    batched[i]->step_after_forward(batch[i].tokens.size());
 }
 
 bool Generation::finished() const {

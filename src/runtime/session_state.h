@@ -26,11 +26,16 @@ struct Session::Impl {
               const std::atomic<bool>* cancel);
   // One forward of at most n_batch tokens; `all` (when given) receives [n, n_vocab] logits.
   void forward_chunk(std::span<const int32_t> tokens, float* all);
-  // One forward of one new token for each of several sessions of one model (a batched decode
-  // step): every weight read once for all, each token attending to its own cache. Leaves each
-  // session's logits in its last_logits, bit for bit what forward_chunk would have.
-  static void forward_decode_batch(std::span<Impl* const> sessions,
-                                   std::span<const int32_t> tokens);
+  // One forward of new tokens for several sessions of one model (a batched step: one token of
+  // each decoding request, a prefill chunk of each starting one): every weight read once for
+  // all, each run of tokens attending to its own cache. Leaves each session's logits (of its
+  // last token) in its last_logits, bit for bit what forward_chunk would have. The tokens of
+  // all items fit in the first session's n_batch.
+  struct BatchItem {
+    Impl* session;
+    std::span<const int32_t> tokens;
+  };
+  static void forward_batch(std::span<const BatchItem> items);
   // The committed tokens `prompt` could keep (see rewind_to_common_prefix), without changing them.
   int64_t common_prefix(std::span<const int32_t> prompt) const;
   // Keeps the longest prefix of the committed tokens that `prompt` starts with, and can still
@@ -49,7 +54,8 @@ struct Session::Impl {
   std::vector<int32_t> tokens;                 // committed ids; tokens.size() is the next position
   std::vector<float> chunk_logits;             // [n_batch, n_vocab] scratch of one forward
   std::vector<float> last_logits;              // [n_vocab] of the last committed token
-  std::vector<model::SequenceRun> batch_runs;  // [n_batch] scratch of forward_decode_batch
+  std::vector<model::SequenceRun> batch_runs;  // [n_batch] scratch of forward_batch
+  std::vector<int32_t> batch_tokens;           // [n_batch] scratch of forward_batch
 
   // Forwards the model's ActivationObserver calls to the public callback.
   struct CallbackObserver final : model::ActivationObserver {

@@ -135,9 +135,8 @@ class DeepSeek2 final : public LanguageModel {
       backend.add(x, branch_.data(), n * n_embd);
       trace("l_out", il, x, n_embd);
     }
-    const int64_t rows = request.all_logits ? n : 1;
-    float* out_rows = request.all_logits ? x : x + (n - 1) * n_embd;
-    output_logits(backend, head_, out_rows, rows, hp_.rms_eps, request.logits, trace);
+    const LogitRows out = logit_rows(request, x, n, n_embd);
+    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
   }
 
  private:

@@ -104,10 +104,9 @@ class SandwichDecoder final : public LanguageModel {
       backend.add(x, branch_.data(), n * n_embd);
       trace("l_out", il, x, n_embd);
     }
-    const int64_t rows = request.all_logits ? n : 1;
-    float* out_rows = request.all_logits ? x : x + (n - 1) * n_embd;
-    output_logits(backend, head_, out_rows, rows, hp.rms_eps, request.logits, trace);
-    const int64_t n_logits = rows * hp.n_vocab;
+    const LogitRows out = logit_rows(request, x, n, n_embd);
+    output_logits(backend, head_, out.x, out.n_rows, hp.rms_eps, request.logits, trace);
+    const int64_t n_logits = out.n_rows * hp.n_vocab;
     if (c_.logit_scale != 1.0f) backend.scale(request.logits, c_.logit_scale, n_logits);
     if (c_.final_softcap > 0.0f) backend.softcap(request.logits, c_.final_softcap, n_logits);
   }

@@ -85,34 +85,39 @@ TEST(BatchedGeneration, EqualsGeneratingEachAlone) {
       GTEST_SKIP() << "../shared/testdata/llamacpp-tiny absent: " << tiny_model(name);
     }
     auto model = Model::load(tiny_model(name), {2, "cpu"});
-    SessionOptions options;
-    options.n_batch = 5;  // prompts take several prefill steps, so phases overlap
-    options.n_ctx = 128;
-    const int64_t max_tokens = 12;
-    std::vector<BatchRun> runs = {run_batched(model, options, max_tokens)};
-    const bool moe = std::string(name).ends_with("-moe");
-    if (moe) {
-      ModelOptions streamed{2, "cpu"};
-      streamed.stream_experts = true;
-      streamed.expert_cache_slots = 2;  // the floor: expert_used_count of these tiny files
-      runs.push_back(run_batched(Model::load(tiny_model(name), streamed), options, max_tokens));
-    }
+    // 5: prompts take several prefill steps, so phases overlap; 16: several prefill chunks
+    // share a forward with decode tokens, others run alone.
+    for (int64_t n_batch : {5, 16}) {
+      SessionOptions options;
+      options.n_batch = n_batch;
+      options.n_ctx = 128;
+      const int64_t max_tokens = 12;
+      std::vector<BatchRun> runs = {run_batched(model, options, max_tokens)};
+      const bool moe = std::string(name).ends_with("-moe");
+      if (moe) {
+        ModelOptions streamed{2, "cpu"};
+        streamed.stream_experts = true;
+        streamed.expert_cache_slots = 2;  // the floor: expert_used_count of these tiny files
+        runs.push_back(run_batched(Model::load(tiny_model(name), streamed), options, max_tokens));
+      }
 
-    for (size_t i = 0; i < kPrompts.size(); ++i) {
-      Session alone(model, options);
-      std::vector<TokenEvent> alone_events;
-      const GenerationResult expected =
-          alone.generate(request_for(kPrompts[i], max_tokens), [&](const TokenEvent& e) {
-            alone_events.push_back(e);
-            return true;
-          });
-      for (size_t r = 0; r < runs.size(); ++r) {
-        const std::string where = std::string(name) + (r == 0 ? " resident" : " streamed") +
-                                  " prompt " + std::to_string(i);
-        EXPECT_EQ(runs[r].results[i].tokens, expected.tokens) << where;
-        EXPECT_EQ(runs[r].results[i].text, expected.text) << where;
-        EXPECT_EQ(logprobs_of(runs[r].events[i]), logprobs_of(alone_events)) << where;
-        EXPECT_EQ(runs[r].committed[i], alone.tokens()) << where;
+      for (size_t i = 0; i < kPrompts.size(); ++i) {
+        Session alone(model, options);
+        std::vector<TokenEvent> alone_events;
+        const GenerationResult expected =
+            alone.generate(request_for(kPrompts[i], max_tokens), [&](const TokenEvent& e) {
+              alone_events.push_back(e);
+              return true;
+            });
+        for (size_t r = 0; r < runs.size(); ++r) {
+          const std::string where = std::string(name) + (r == 0 ? " resident" : " streamed") +
+                                    " n_batch " + std::to_string(n_batch) + " prompt " +
+                                    std::to_string(i);
+          EXPECT_EQ(runs[r].results[i].tokens, expected.tokens) << where;
+          EXPECT_EQ(runs[r].results[i].text, expected.text) << where;
+          EXPECT_EQ(logprobs_of(runs[r].events[i]), logprobs_of(alone_events)) << where;
+          EXPECT_EQ(runs[r].committed[i], alone.tokens()) << where;
+        }
       }
     }
   }
