@@ -106,11 +106,12 @@ struct Generation::Impl {
   void chunk_done(size_t n);
   // Samples the next token; true when it must now be evaluated (the generation goes on).
   bool sample_next(std::vector<TokenEvent>& events);
-  // Everything a step does but the forward; returns the tokens the forward must evaluate for
-  // it (a prefill chunk, or the token just sampled), empty when none.
+  // A step is the forward of what awaits evaluation (a prefill chunk, or the token sampled
+  // last) and then, as soon as its logits are there, the next token sampled and streamed.
+  // Returns the tokens the forward must evaluate, empty when none (finished, or cancelled).
   std::span<const int32_t> step_before_forward(std::vector<TokenEvent>& events);
-  // After the forward of what step_before_forward returned.
-  void step_after_forward(size_t n_evaluated);
+  void step_after_forward(size_t n_evaluated, std::vector<TokenEvent>& events);
+  void sample_now(std::vector<TokenEvent>& events);
   void finish(StopReason reason, std::vector<TokenEvent>& events);
 
   Session::Impl& s;
@@ -181,18 +182,23 @@ std::span<const int32_t> Generation::Impl::step_before_forward(std::vector<Token
   if (done) return {};
   if (cancelled()) {
     finish(StopReason::kCancelled, events);
-  } else if (!decoding) {
-    return next_chunk();
-  } else if (request.max_tokens == 0) {
-    finish(StopReason::kMaxTokens, events);
-  } else if (sample_next(events)) {
-    return std::span<const int32_t>(result.tokens).last(1);
+    return {};
   }
-  return {};
+  if (!decoding) return next_chunk();
+  return std::span<const int32_t>(result.tokens).last(1);  // sampled, not yet evaluated
 }
 
-void Generation::Impl::step_after_forward(size_t n_evaluated) {
-  if (!decoding) chunk_done(n_evaluated);
+void Generation::Impl::step_after_forward(size_t n_evaluated, std::vector<TokenEvent>& events) {
+  if (!decoding) {
+    chunk_done(n_evaluated);
+    if (!decoding) return;  // more of the prompt to come
+  }
+  sample_now(events);
+}
+
+void Generation::Impl::sample_now(std::vector<TokenEvent>& events) {
+  if (request.max_tokens == 0) return finish(StopReason::kMaxTokens, events);
+  sample_next(events);  // the token, unless it ended the generation, awaits the next forward
 }
 
 void Generation::Impl::finish(StopReason reason, std::vector<TokenEvent>& events) {
@@ -239,7 +245,7 @@ bool Generation::step(std::vector<TokenEvent>& events) {
   const std::span<const int32_t> tokens = g.step_before_forward(events);
   if (!tokens.empty()) {
     g.s.forward_chunk(tokens, nullptr);
-    g.step_after_forward(tokens.size());
+    g.step_after_forward(tokens.size(), events);
   }
   return !g.done;
 }
@@ -249,7 +255,7 @@ void Generation::step_all(std::span<Generation* const> generations,
   if (events.size() != generations.size()) fail("step_all: one event list per generation");
   // Reused across steps: the token loop allocates nothing once they have grown.
   thread_local std::vector<Session::Impl::BatchItem> batch;
-  thread_local std::vector<Impl*> batched;
+  thread_local std::vector<std::pair<Impl*, std::vector<TokenEvent>*>> batched;
   batch.clear();
   batched.clear();
   int64_t budget = 0;  // tokens one forward may take: the smallest n_batch of the sessions
@@ -264,17 +270,18 @@ void Generation::step_all(std::span<Generation* const> generations,
     // it would have alone, so the numbers stay those of generating it alone.
     if (int64_t(tokens.size()) > budget) {
       g.s.forward_chunk(tokens, nullptr);
-      g.step_after_forward(tokens.size());
+      g.step_after_forward(tokens.size(), *events[i]);
       continue;
     }
     budget -= int64_t(tokens.size());
     batch.push_back({&g.s, tokens});
-    batched.push_back(&g);
+    batched.push_back({&g, events[i]});
   }
   if (batch.empty()) return;
   Session::Impl::forward_batch(batch);
-  for (size_t i = 0; i < batched.size(); ++i)
-    batched[i]->step_after_forward(batch[i].tokens.size());
+  for (size_t i = 0; i < batched.size(); ++i) {
+    batched[i].first->step_after_forward(batch[i].tokens.size(), *batched[i].second);
+  }
 }
 
 bool Generation::finished() const {
