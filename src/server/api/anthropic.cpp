@@ -231,7 +231,8 @@ Json tool_input(const ParsedToolCall& call) {
   return input.is_object() ? input : Json::object();
 }
 
-Json whole_answer(const Call& call, const GenerationResult& result) {
+Json whole_answer(const Call& call, const CollectedOutput& output) {
+  const GenerationResult& result = output.result;
   const AssistantOutput parsed =
       split_output(*call.served, result.text, call.tools, !call.tools.is_null());
   const bool calls = !parsed.tool_calls.empty();
@@ -342,19 +343,11 @@ std::string stream_end(Call& call, const JobChannel& channel) {
 
 void answer(Service& service, std::shared_ptr<Call> call, Job job, httplib::Response& res,
             const std::shared_ptr<RequestRecord>& record) {
-  if (!call->tools.is_null()) {
-    call->filter = std::make_unique<ToolCallGrammar::StreamFilter>(call->served->tool_calls);
-  }
-  StreamFormat format;
-  format.on_events = [call](std::vector<TokenEvent>& events) {
-    return stream_events(*call, events);
-  };
-  format.on_end = [call](const JobChannel& ended) { return stream_end(*call, ended); };
-  format.keep_alive = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
-  answer_job(
-      service, Api::kAnthropic, std::move(job), call->stream,
-      [call](const CollectedOutput& output) { return whole_answer(*call, output.result); },
-      std::move(format), "text/event-stream", res, record);
+  const bool stream = call->stream;
+  answer_call(service,
+              {Api::kAnthropic, "text/event-stream", "event: ping\ndata: {\"type\": \"ping\"}\n\n"},
+              std::move(call), std::move(job), stream, stream_events, stream_end, whole_answer, res,
+              record);
 }
 
 void messages(Service& service, const httplib::Request& req, httplib::Response& res,

@@ -51,6 +51,37 @@ void answer_job(Service& service, Api api, Job job, bool stream, WholeAnswer who
                 StreamFormat format, const char* content_type, httplib::Response& res,
                 const std::shared_ptr<RequestRecord>& record);
 
+// How one adapter streams: the API (for error shapes), the content type, the keep-alive.
+struct StreamShape {
+  Api api;
+  const char* content_type;
+  const char* keep_alive;
+};
+
+// Answers an adapter's call whole or streamed. `Call` is the adapter's per-request state (shared
+// by the handler and the stream) with `served`, `tools` and the tool-call `filter` streaming
+// needs; the three functions build the adapter's own chunks, ending and whole answer.
+template <typename Call>
+void answer_call(Service& service, const StreamShape& shape, std::shared_ptr<Call> call, Job job,
+                 bool stream, std::string (*on_events)(Call&, std::vector<TokenEvent>&),
+                 std::string (*on_end)(Call&, const JobChannel&),
+                 Json (*whole)(const Call&, const CollectedOutput&), httplib::Response& res,
+                 const std::shared_ptr<RequestRecord>& record) {
+  if (stream && !call->tools.is_null()) {
+    call->filter = std::make_unique<ToolCallGrammar::StreamFilter>(call->served->tool_calls);
+  }
+  StreamFormat format;
+  format.on_events = [call, on_events](std::vector<TokenEvent>& events) {
+    return on_events(*call, events);
+  };
+  format.on_end = [call, on_end](const JobChannel& ended) { return on_end(*call, ended); };
+  format.keep_alive = shape.keep_alive;
+  answer_job(
+      service, shape.api, std::move(job), stream,
+      [call, whole](const CollectedOutput& output) { return whole(*call, output); },
+      std::move(format), shape.content_type, res, record);
+}
+
 // The generated text split by the model's tool-call grammar (no tools offered: all content).
 AssistantOutput split_output(const ServedModel& served, const std::string& text, const Json& tools,
                              bool tools_offered);

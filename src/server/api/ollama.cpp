@@ -147,7 +147,8 @@ Json assistant_message(std::string content) {
   return {{"role", "assistant"}, {"content", std::move(content)}};
 }
 
-Json whole_answer(const Call& call, const GenerationResult& result) {
+Json whole_answer(const Call& call, const CollectedOutput& output) {
+  const GenerationResult& result = output.result;
   if (!call.chat) return final_line(call, result, result.text);
   const AssistantOutput parsed =
       split_output(*call.served, result.text, call.tools, !call.tools.is_null());
@@ -202,22 +203,11 @@ std::string stream_end(Call& call, const JobChannel& channel) {
 void answer(Service& service, std::shared_ptr<Call> call, Job job, bool stream,
             httplib::Response& res, const std::shared_ptr<RequestRecord>& record) {
   call->prompt = job.request.prompt;
-  if (!call->tools.is_null()) {
-    call->filter = std::make_unique<ToolCallGrammar::StreamFilter>(call->served->tool_calls);
-  }
-  StreamFormat format;
-  format.on_events = [call](std::vector<TokenEvent>& events) {
-    return stream_events(*call, events);
-  };
-  format.on_end = [call](const JobChannel& ended) { return stream_end(*call, ended); };
   // NDJSON has no comment line, and Ollama's clients parse every line as JSON; a lone space
   // keeps the connection alive (and shows a disconnect) and only becomes leading whitespace
   // of the next line, which every JSON parser skips.
-  format.keep_alive = " ";
-  answer_job(
-      service, Api::kOllama, std::move(job), stream,
-      [call](const CollectedOutput& output) { return whole_answer(*call, output.result); },
-      std::move(format), "application/x-ndjson", res, record);
+  answer_call(service, {Api::kOllama, "application/x-ndjson", " "}, std::move(call), std::move(job),
+              stream, stream_events, stream_end, whole_answer, res, record);
 }
 
 void chat(Service& service, const httplib::Request& req, httplib::Response& res,

@@ -291,19 +291,9 @@ Json whole_answer(const Call& call, const CollectedOutput& output) {
 
 void answer(Service& service, std::shared_ptr<Call> call, Job job, httplib::Response& res,
             const std::shared_ptr<RequestRecord>& record) {
-  if (!call->tools.is_null()) {
-    call->filter = std::make_unique<ToolCallGrammar::StreamFilter>(call->served->tool_calls);
-  }
-  StreamFormat format;
-  format.on_events = [call](std::vector<TokenEvent>& events) {
-    return stream_events(*call, events);
-  };
-  format.on_end = [call](const JobChannel& ended) { return stream_end(*call, ended); };
-  format.keep_alive = ": keep-alive\n\n";
-  answer_job(
-      service, Api::kOpenAI, std::move(job), call->stream,
-      [call](const CollectedOutput& output) { return whole_answer(*call, output); },
-      std::move(format), "text/event-stream", res, record);
+  const bool stream = call->stream;
+  answer_call(service, {Api::kOpenAI, "text/event-stream", ": keep-alive\n\n"}, std::move(call),
+              std::move(job), stream, stream_events, stream_end, whole_answer, res, record);
 }
 
 // The prompt of /v1/completions: text, one-element text list, token ids, or one list of ids.
