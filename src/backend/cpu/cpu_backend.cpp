@@ -14,6 +14,8 @@
 #include "backend/cpu/softmax.h"
 #include "backend/cpu/vec_dot.h"
 #include "core/error.h"
+#include "core/half.h"
+#include "quant/blocks.h"
 #include "quant/dequantize.h"
 #include "quant/dot_reference.h"
 #include "quant/quantize.h"
@@ -43,6 +45,10 @@ void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n
   }
 
   const auto* rows = static_cast<const uint8_t*>(w.data);
+  if (const VecDotScaledFn scaled = vec_dot_scaled_kernel(w.type);
+      scaled != nullptr && *act_type == QType::Q8_1) {
+    return matmul_scaled(scaled, rows, w_row, w.n_rows, x_q, act_row, y, n_tokens, n_cols);
+  }
   const VecDotFn dot = kernel.fn;
   const int64_t n_rows = w.n_rows;
   // Rows outside, tokens inside: a weight row stays in L1 while every token uses it; four
@@ -64,6 +70,36 @@ void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n
   int64_t chunk = n_rows / (8 * n_threads);
   if (chunk < 1) chunk = 1;
   parallel(n_rows, chunk, body);
+}
+
+// Each activation block's scales converted to float once here, not once per weight row in the
+// kernel: rows outside, up to four tokens inside, as in matmul.
+void CpuBackend::matmul_scaled(VecDotScaledFn dot, const uint8_t* rows, int64_t w_row,
+                               int64_t n_rows, const uint8_t* x_q, int64_t act_row, float* y,
+                               int64_t n_tokens, int64_t n_cols) {
+  const int64_t n_blocks = n_cols / kQK8_1;
+  const int64_t stride = 2 * n_blocks;  // d, s per block
+  if (activation_scales_.size() < size_t(n_tokens * stride)) {
+    activation_scales_.resize(size_t(n_tokens * stride));
+  }
+  float* scales = activation_scales_.data();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const auto* blocks = reinterpret_cast<const BlockQ8_1*>(x_q + t * act_row);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      scales[t * stride + 2 * b] = fp16_to_fp32(blocks[b].d);
+      scales[t * stride + 2 * b + 1] = fp16_to_fp32(blocks[b].s);
+    }
+  }
+  auto body = [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      for (int64_t t = 0; t < n_tokens; t += 4) {
+        dot(rows + r * w_row, x_q + t * act_row, act_row, scales + t * stride, stride,
+            std::min<int64_t>(4, n_tokens - t), y + t * n_rows + r, n_rows, n_cols);
+      }
+    }
+  };
+  const int n_threads = pool_ != nullptr ? pool_->size() : 1;
+  parallel(n_rows, std::max<int64_t>(1, n_rows / (8 * n_threads)), body);
 }
 
 void CpuBackend::get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) {

@@ -93,4 +93,11 @@ VecDotX4Fn vec_dot_x4_kernel(QType weight) {
   return table.kernels[id].isa == CpuIsa::kAvx2 ? table.x4[id] : nullptr;
 }
 
+VecDotScaledFn vec_dot_scaled_kernel(QType weight) {
+  const auto id = static_cast<uint32_t>(weight);
+  if (id >= uint32_t(kVecDotSlots)) return nullptr;
+  const VecDotTable& table = tables().by_isa[int(best_isa())];
+  return table.kernels[id].isa == CpuIsa::kAvx2 ? table.scaled[id] : nullptr;
+}
+
 }  // namespace sluice::cpu

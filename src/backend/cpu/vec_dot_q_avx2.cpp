@@ -153,6 +153,46 @@ void dot_q4_1_x4(const void* w, const void* x, int64_t x_stride, int64_t n_x, fl
   }
 }
 
+// dot_q4_1_xn with the activation scales read as floats (VecDotScaledFn): the same operations
+// on the same values, without two half conversions per block, token and weight row.
+template <int kN>
+void dot_q4_1_scaled_xn(const void* w, const void* x, int64_t x_stride, const float* x_scales,
+                        int64_t scales_stride, float* out, int64_t out_stride, int64_t n) {
+  const auto* wb = static_cast<const BlockQ4_1*>(w);  // [n / 32]
+  const auto* rows = static_cast<const uint8_t*>(x);  // [kN, x_stride]
+  __m256 acc[kN];
+  float sum_min[kN];
+  for (int t = 0; t < kN; ++t) acc[t] = _mm256_setzero_ps(), sum_min[t] = 0.0f;
+  for (int64_t ib = 0; ib < n / kQK4_1; ++ib) {
+    const __m256i wq = unpack_nibbles(wb[ib].qs);
+    const __m256 dw = _mm256_set1_ps(half_to_float(wb[ib].d));
+    const float mw = half_to_float(wb[ib].m);
+    for (int t = 0; t < kN; ++t) {
+      const auto* xb = reinterpret_cast<const BlockQ8_1*>(rows + t * x_stride) + ib;
+      const float* scale = x_scales + t * scales_stride + 2 * ib;  // d, s
+      sum_min[t] += mw * scale[1];
+      const __m256 d = _mm256_mul_ps(dw, _mm256_broadcast_ss(scale));
+      acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(madd_u8_s8(wq, loadu256(xb->qs))), acc[t]);
+    }
+  }
+  for (int t = 0; t < kN; ++t) out[t * out_stride] = hsum_ps(acc[t]) + sum_min[t];
+}
+
+void dot_q4_1_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
+                     int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
+                     int64_t n) {
+  switch (n_x) {
+    case 4:
+      return dot_q4_1_scaled_xn<4>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
+    case 3:
+      return dot_q4_1_scaled_xn<3>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
+    case 2:
+      return dot_q4_1_scaled_xn<2>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
+    default:
+      return dot_q4_1_scaled_xn<1>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
+  }
+}
+
 // Q5_0: a clear fifth bit means value - 16, i.e. 0xf0 OR-ed onto the nibble (two's complement).
 float dot_q5_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
@@ -245,6 +285,7 @@ void add_avx2_block32_kernels(VecDotTable& table) {
   table.kernels[int(QType::Q4_0)] = {dot_q4_0, CpuIsa::kAvx2};
   table.kernels[int(QType::Q4_1)] = {dot_q4_1, CpuIsa::kAvx2};
   table.x4[int(QType::Q4_1)] = dot_q4_1_x4;
+  table.scaled[int(QType::Q4_1)] = dot_q4_1_scaled;
   table.x4[int(QType::Q8_0)] = dot_q8_0_x4;
   table.x4[int(QType::Q5_0)] = dot_q5_0_x4;
   table.kernels[int(QType::Q5_0)] = {dot_q5_0, CpuIsa::kAvx2};

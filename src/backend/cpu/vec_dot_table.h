@@ -10,8 +10,9 @@ namespace sluice::cpu {
 inline constexpr int kVecDotSlots = 40;  // QType ids 0..39 (MXFP4 = 39) may have kernels
 
 struct VecDotTable {
-  VecDotKernel kernels[kVecDotSlots];  // [QType id]
-  VecDotX4Fn x4[kVecDotSlots];         // [QType id]; only where it equals 4 `kernels` calls
+  VecDotKernel kernels[kVecDotSlots];   // [QType id]
+  VecDotX4Fn x4[kVecDotSlots];          // [QType id]; only where it equals 4 `kernels` calls
+  VecDotScaledFn scaled[kVecDotSlots];  // [QType id]; likewise, with float activation scales
 };
 
 // Each overwrites the entries of the types its file implements. Call only when
