@@ -279,7 +279,7 @@ namespace {
 // any token count (groups of four and the rest).
 TEST(CpuBackend, ScaledKernelsEqualTheSingleDotProduct) {
   const int64_t n_cols = 320, n_rows = 5, n_tokens = 7;
-  for (QType type : {QType::Q4_1}) {
+  for (QType type : {QType::Q4_1, QType::Q8_0, QType::Q4_0, QType::Q5_0}) {
     if (cpu::vec_dot_scaled_kernel(type) == nullptr) GTEST_SKIP() << "no scaled kernel here";
     const auto weights_f = random_floats(size_t(n_rows * n_cols), 21);
     const size_t row = *row_bytes(type, n_cols);

@@ -46,24 +46,18 @@ void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n
 
   const auto* rows = static_cast<const uint8_t*>(w.data);
   if (const VecDotScaledFn scaled = vec_dot_scaled_kernel(w.type);
-      scaled != nullptr && *act_type == QType::Q8_1) {
-    return matmul_scaled(scaled, rows, w_row, w.n_rows, x_q, act_row, y, n_tokens, n_cols);
+      scaled != nullptr && (*act_type == QType::Q8_1 || *act_type == QType::Q8_0)) {
+    return matmul_scaled(scaled, *act_type, rows, w_row, w.n_rows, x_q, act_row, y, n_tokens,
+                         n_cols);
   }
   const VecDotFn dot = kernel.fn;
   const int64_t n_rows = w.n_rows;
-  // Rows outside, tokens inside: a weight row stays in L1 while every token uses it; four
-  // tokens at a time share each block's unpacking where the type has a four-row kernel.
-  const VecDotX4Fn dot_x4 = n_tokens >= 4 ? vec_dot_x4_kernel(w.type) : nullptr;
+  // Rows outside, tokens inside: a weight row stays in L1 while every token uses it.
   auto body = [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const uint8_t* row = rows + r * w_row;
-      int64_t t = 0;
-      if (dot_x4 != nullptr) {
-        for (; t + 4 <= n_tokens; t += 4) {
-          dot_x4(row, x_q + t * act_row, act_row, 4, y + t * n_rows + r, n_rows, n_cols);
-        }
-      }
-      for (; t < n_tokens; ++t) y[t * n_rows + r] = dot(row, x_q + t * act_row, n_cols);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        y[t * n_rows + r] = dot(row, x_q + t * act_row, n_cols);
     }
   };
   const int n_threads = pool_ != nullptr ? pool_->size() : 1;
@@ -74,20 +68,25 @@ void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n
 
 // Each activation block's scales converted to float once here, not once per weight row in the
 // kernel: rows outside, up to four tokens inside, as in matmul.
-void CpuBackend::matmul_scaled(VecDotScaledFn dot, const uint8_t* rows, int64_t w_row,
-                               int64_t n_rows, const uint8_t* x_q, int64_t act_row, float* y,
-                               int64_t n_tokens, int64_t n_cols) {
-  const int64_t n_blocks = n_cols / kQK8_1;
-  const int64_t stride = 2 * n_blocks;  // d, s per block
+void CpuBackend::matmul_scaled(VecDotScaledFn dot, QType act_type, const uint8_t* rows,
+                               int64_t w_row, int64_t n_rows, const uint8_t* x_q, int64_t act_row,
+                               float* y, int64_t n_tokens, int64_t n_cols) {
+  const int64_t n_blocks = n_cols / kQK8_0;  // Q8_0 and Q8_1 blocks both hold 32
+  const int64_t stride = 2 * n_blocks;       // d, s per block
   if (activation_scales_.size() < size_t(n_tokens * stride)) {
     activation_scales_.resize(size_t(n_tokens * stride));
   }
   float* scales = activation_scales_.data();
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const auto* blocks = reinterpret_cast<const BlockQ8_1*>(x_q + t * act_row);
     for (int64_t b = 0; b < n_blocks; ++b) {
-      scales[t * stride + 2 * b] = fp16_to_fp32(blocks[b].d);
-      scales[t * stride + 2 * b + 1] = fp16_to_fp32(blocks[b].s);
+      float* scale = scales + t * stride + 2 * b;
+      if (act_type == QType::Q8_1) {
+        const auto& block = reinterpret_cast<const BlockQ8_1*>(x_q + t * act_row)[b];
+        scale[0] = fp16_to_fp32(block.d), scale[1] = fp16_to_fp32(block.s);
+      } else {
+        const auto& block = reinterpret_cast<const BlockQ8_0*>(x_q + t * act_row)[b];
+        scale[0] = fp16_to_fp32(block.d), scale[1] = 0.0f;
+      }
     }
   }
   auto body = [&](int64_t lo, int64_t hi) {

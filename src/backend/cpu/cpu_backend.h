@@ -47,9 +47,9 @@ class CpuBackend final : public Backend {
     pool_->parallel_for(0, n, chunk, body);
   }
 
-  void matmul_scaled(VecDotScaledFn dot, const uint8_t* rows, int64_t w_row, int64_t n_rows,
-                     const uint8_t* x_q, int64_t act_row, float* y, int64_t n_tokens,
-                     int64_t n_cols);
+  void matmul_scaled(VecDotScaledFn dot, QType act_type, const uint8_t* rows, int64_t w_row,
+                     int64_t n_rows, const uint8_t* x_q, int64_t act_row, float* y,
+                     int64_t n_tokens, int64_t n_cols);
 
   ThreadPool* pool_;
   std::vector<uint8_t> activations_;      // [n_tokens, activation row bytes] of the last matmul

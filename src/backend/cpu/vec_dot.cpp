@@ -84,19 +84,12 @@ VecDotKernel vec_dot_kernel(QType weight, CpuIsa isa) {
   return tables().by_isa[int(isa)].kernels[id];
 }
 
-VecDotX4Fn vec_dot_x4_kernel(QType weight) {
-  const auto id = static_cast<uint32_t>(weight);
-  if (id >= uint32_t(kVecDotSlots)) return nullptr;
-  const VecDotTable& table = tables().by_isa[int(best_isa())];
-  // The four-row kernels replicate the AVX2 single kernels; a wider table that replaced the
-  // single kernel has no matching four-row one.
-  return table.kernels[id].isa == CpuIsa::kAvx2 ? table.x4[id] : nullptr;
-}
-
 VecDotScaledFn vec_dot_scaled_kernel(QType weight) {
   const auto id = static_cast<uint32_t>(weight);
   if (id >= uint32_t(kVecDotSlots)) return nullptr;
   const VecDotTable& table = tables().by_isa[int(best_isa())];
+  // The scaled kernels replicate the AVX2 single kernels; a wider table that replaced the
+  // single kernel has no matching scaled one.
   return table.kernels[id].isa == CpuIsa::kAvx2 ? table.scaled[id] : nullptr;
 }
 

@@ -29,16 +29,9 @@ struct VecDotKernel {
 };
 
 // Up to four activation rows (n_x <= 4, x_stride bytes apart) against one weight row, writing
-// out[t * out_stride]; bit-identical to n_x calls of the same table's single kernel.
-using VecDotX4Fn = void (*)(const void* weight, const void* activations, int64_t x_stride,
-                            int64_t n_x, float* out, int64_t out_stride, int64_t n_elements);
-
-// The four-row kernel of `weight` in the best table, or nullptr where there is none.
-VecDotX4Fn vec_dot_x4_kernel(QType weight);
-
-// Up to four activation rows as VecDotX4Fn, whose block scales were converted to float once per
-// matmul instead of once per weight row: x_scales[t * scales_stride + 2 * block] is the block's
-// d and the next float its s (Q8_1). Bit-identical to the table's single kernel.
+// out[t * out_stride]; their block scales were converted to float once per matmul instead of
+// once per weight row: x_scales[t * scales_stride + 2 * block] is the block's
+// d and the next float its s (Q8_1; unused for Q8_0). Bit-identical to the table's single kernel.
 using VecDotScaledFn = void (*)(const void* weight, const void* activations, int64_t x_stride,
                                 const float* x_scales, int64_t scales_stride, int64_t n_x,
                                 float* out, int64_t out_stride, int64_t n_elements);

@@ -94,67 +94,10 @@ float dot_q4_1(const void* w, const void* x, int64_t n) {
   return hsum_ps(acc) + sum_min;
 }
 
-// Four activation rows against one weight row, for prefill: each weight block is loaded and
-// unpacked once for the four. Every row's operations are exactly those of dot_q8_0 / dot_q4_1,
-// so results are bit-identical to four single calls.
-void dot_q8_0_x4(const void* w, const void* x, int64_t x_stride, int64_t n_x, float* out,
-                 int64_t out_stride, int64_t n) {
-  const auto* wb = static_cast<const BlockQ8_0*>(w);  // [n / 32]
-  const auto* rows = static_cast<const uint8_t*>(x);  // [n_x, x_stride]
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                   _mm256_setzero_ps()};
-  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
-    const __m256i wq = loadu256(wb[ib].qs);
-    const float dw = half_to_float(wb[ib].d);
-    for (int64_t t = 0; t < n_x; ++t) {
-      const auto* xb = reinterpret_cast<const BlockQ8_0*>(rows + t * x_stride) + ib;
-      const __m256 d = _mm256_set1_ps(dw * half_to_float(xb->d));
-      acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(madd_s8_s8(wq, loadu256(xb->qs))), acc[t]);
-    }
-  }
-  for (int64_t t = 0; t < n_x; ++t) out[t * out_stride] = hsum_ps(acc[t]);
-}
-
-// kN tokens known at compile time keep the accumulators in registers (a run-time count would
-// leave them in memory, loaded and stored for every block).
-template <int kN>
-void dot_q4_1_xn(const void* w, const void* x, int64_t x_stride, float* out, int64_t out_stride,
-                 int64_t n) {
-  const auto* wb = static_cast<const BlockQ4_1*>(w);  // [n / 32]
-  const auto* rows = static_cast<const uint8_t*>(x);  // [kN, x_stride]
-  __m256 acc[kN];
-  float sum_min[kN];
-  for (int t = 0; t < kN; ++t) acc[t] = _mm256_setzero_ps(), sum_min[t] = 0.0f;
-  for (int64_t ib = 0; ib < n / kQK4_1; ++ib) {
-    const __m256i wq = unpack_nibbles(wb[ib].qs);
-    const float dw = half_to_float(wb[ib].d);
-    const float mw = half_to_float(wb[ib].m);
-    for (int t = 0; t < kN; ++t) {
-      const auto* xb = reinterpret_cast<const BlockQ8_1*>(rows + t * x_stride) + ib;
-      sum_min[t] += mw * half_to_float(xb->s);
-      const __m256 d = _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_set1_ps(half_to_float(xb->d)));
-      acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(madd_u8_s8(wq, loadu256(xb->qs))), acc[t]);
-    }
-  }
-  for (int t = 0; t < kN; ++t) out[t * out_stride] = hsum_ps(acc[t]) + sum_min[t];
-}
-
-void dot_q4_1_x4(const void* w, const void* x, int64_t x_stride, int64_t n_x, float* out,
-                 int64_t out_stride, int64_t n) {
-  switch (n_x) {
-    case 4:
-      return dot_q4_1_xn<4>(w, x, x_stride, out, out_stride, n);
-    case 3:
-      return dot_q4_1_xn<3>(w, x, x_stride, out, out_stride, n);
-    case 2:
-      return dot_q4_1_xn<2>(w, x, x_stride, out, out_stride, n);
-    default:
-      return dot_q4_1_xn<1>(w, x, x_stride, out, out_stride, n);
-  }
-}
-
-// dot_q4_1_xn with the activation scales read as floats (VecDotScaledFn): the same operations
-// on the same values, without two half conversions per block, token and weight row.
+// Q4_1 against up to four tokens with the activation scales read as floats (VecDotScaledFn):
+// the operations of dot_q4_1 on the same values, each weight block unpacked once for all
+// tokens, without two half conversions per block, token and weight row; kN as a template
+// argument keeps the accumulators in registers.
 template <int kN>
 void dot_q4_1_scaled_xn(const void* w, const void* x, int64_t x_stride, const float* x_scales,
                         int64_t scales_stride, float* out, int64_t out_stride, int64_t n) {
@@ -193,6 +136,70 @@ void dot_q4_1_scaled(const void* w, const void* x, int64_t x_stride, const float
   }
 }
 
+// The scaled kernels of the types read against Q8_0 activations: per block, the signed weight
+// bytes from `weights(ib)` dotted with each token's bytes, scaled by dw * dx — the operations of
+// their single kernels (dot_q8_0, dot_q4_0, dot_q5_0), on float activation scales.
+template <int kN, typename WeightBytes, typename WeightScale>
+void scaled_against_q8_0(const void* x, int64_t x_stride, const float* x_scales,
+                         int64_t scales_stride, float* out, int64_t out_stride, int64_t n_blocks,
+                         WeightBytes weights, WeightScale weight_scale) {
+  const auto* rows = static_cast<const uint8_t*>(x);  // [kN, x_stride]
+  __m256 acc[kN];
+  for (int t = 0; t < kN; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t ib = 0; ib < n_blocks; ++ib) {
+    const __m256i wq = weights(ib);
+    const float dw = weight_scale(ib);
+    for (int t = 0; t < kN; ++t) {
+      const auto* xb = reinterpret_cast<const BlockQ8_0*>(rows + t * x_stride) + ib;
+      const __m256 d = _mm256_set1_ps(dw * x_scales[t * scales_stride + 2 * ib]);
+      acc[t] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(madd_s8_s8(wq, loadu256(xb->qs))), acc[t]);
+    }
+  }
+  for (int t = 0; t < kN; ++t) out[t * out_stride] = hsum_ps(acc[t]);
+}
+
+// n_x (1..4) as a template argument, so the accumulators stay in registers.
+template <typename WeightBytes, typename WeightScale>
+void scaled_against_q8_0_any(const void* x, int64_t x_stride, const float* x_scales,
+                             int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
+                             int64_t n_blocks, WeightBytes weights, WeightScale weight_scale) {
+  switch (n_x) {
+    case 4:
+      return scaled_against_q8_0<4>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
+                                    weights, weight_scale);
+    case 3:
+      return scaled_against_q8_0<3>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
+                                    weights, weight_scale);
+    case 2:
+      return scaled_against_q8_0<2>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
+                                    weights, weight_scale);
+    default:
+      return scaled_against_q8_0<1>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
+                                    weights, weight_scale);
+  }
+}
+
+void dot_q8_0_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
+                     int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
+                     int64_t n) {
+  const auto* wb = static_cast<const BlockQ8_0*>(w);  // [n / 32]
+  scaled_against_q8_0_any(
+      x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK8_0,
+      [&](int64_t ib) { return loadu256(wb[ib].qs); },
+      [&](int64_t ib) { return half_to_float(wb[ib].d); });
+}
+
+void dot_q4_0_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
+                     int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
+                     int64_t n) {
+  const auto* wb = static_cast<const BlockQ4_0*>(w);  // [n / 32]
+  const __m256i eight = _mm256_set1_epi8(8);
+  scaled_against_q8_0_any(
+      x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK4_0,
+      [&](int64_t ib) { return _mm256_sub_epi8(unpack_nibbles(wb[ib].qs), eight); },
+      [&](int64_t ib) { return half_to_float(wb[ib].d); });
+}
+
 // Q5_0: a clear fifth bit means value - 16, i.e. 0xf0 OR-ed onto the nibble (two's complement).
 float dot_q5_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
@@ -208,24 +215,18 @@ float dot_q5_0(const void* w, const void* x, int64_t n) {
       [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
 }
 
-void dot_q5_0_x4(const void* w, const void* x, int64_t x_stride, int64_t n_x, float* out,
-                 int64_t out_stride, int64_t n) {
+void dot_q5_0_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
+                     int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
+                     int64_t n) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
-  const auto* rows = static_cast<const uint8_t*>(x);  // [n_x, x_stride]
   const __m256i high = _mm256_set1_epi8(static_cast<char>(0xf0));
-  __m256 acc[4];
-  for (int t = 0; t < 4; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t ib = 0; ib < n / kQK5_0; ++ib) {
-    const __m256i bit_clear_high = _mm256_andnot_si256(expand_bits(wb[ib].qh), high);
-    const __m256i q = _mm256_or_si256(unpack_nibbles(wb[ib].qs), bit_clear_high);
-    const float dw = half_to_float(wb[ib].d);
-    for (int64_t t = 0; t < n_x; ++t) {
-      const auto* xb = reinterpret_cast<const BlockQ8_0*>(rows + t * x_stride) + ib;
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * half_to_float(xb->d)),
-                               _mm256_cvtepi32_ps(madd_s8_s8(q, loadu256(xb->qs))), acc[t]);
-    }
-  }
-  for (int64_t t = 0; t < n_x; ++t) out[t * out_stride] = hsum_ps(acc[t]);
+  scaled_against_q8_0_any(
+      x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK5_0,
+      [&](int64_t ib) {
+        const __m256i bit_clear_high = _mm256_andnot_si256(expand_bits(wb[ib].qh), high);
+        return _mm256_or_si256(unpack_nibbles(wb[ib].qs), bit_clear_high);
+      },
+      [&](int64_t ib) { return half_to_float(wb[ib].d); });
 }
 
 float dot_q5_1(const void* w, const void* x, int64_t n) {
@@ -284,10 +285,10 @@ void add_avx2_block32_kernels(VecDotTable& table) {
   table.kernels[int(QType::Q8_0)] = {dot_q8_0, CpuIsa::kAvx2};
   table.kernels[int(QType::Q4_0)] = {dot_q4_0, CpuIsa::kAvx2};
   table.kernels[int(QType::Q4_1)] = {dot_q4_1, CpuIsa::kAvx2};
-  table.x4[int(QType::Q4_1)] = dot_q4_1_x4;
   table.scaled[int(QType::Q4_1)] = dot_q4_1_scaled;
-  table.x4[int(QType::Q8_0)] = dot_q8_0_x4;
-  table.x4[int(QType::Q5_0)] = dot_q5_0_x4;
+  table.scaled[int(QType::Q8_0)] = dot_q8_0_scaled;
+  table.scaled[int(QType::Q4_0)] = dot_q4_0_scaled;
+  table.scaled[int(QType::Q5_0)] = dot_q5_0_scaled;
   table.kernels[int(QType::Q5_0)] = {dot_q5_0, CpuIsa::kAvx2};
   table.kernels[int(QType::Q5_1)] = {dot_q5_1, CpuIsa::kAvx2};
   table.kernels[int(QType::IQ4_NL)] = {dot_iq4_nl, CpuIsa::kAvx2};

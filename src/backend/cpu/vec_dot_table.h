@@ -11,8 +11,7 @@ inline constexpr int kVecDotSlots = 40;  // QType ids 0..39 (MXFP4 = 39) may hav
 
 struct VecDotTable {
   VecDotKernel kernels[kVecDotSlots];   // [QType id]
-  VecDotX4Fn x4[kVecDotSlots];          // [QType id]; only where it equals 4 `kernels` calls
-  VecDotScaledFn scaled[kVecDotSlots];  // [QType id]; likewise, with float activation scales
+  VecDotScaledFn scaled[kVecDotSlots];  // [QType id]; only where it equals `kernels` calls
 };
 
 // Each overwrites the entries of the types its file implements. Call only when
