@@ -113,8 +113,7 @@ void add_operational_routes(httplib::Server& http, Service& service) {
   });
   http.Get("/api/capabilities",
            route(service, Api::kOllama, [&service](const auto&, auto& res, const auto&) {
-             const ServedModel& served = service.model(
-                 service.model_if_ready() ? service.model_if_ready()->name : std::string());
+             const ServedModel& served = service.ready_model();
              const ModelInfo& info = served.model->info();
              const ExpertTelemetry experts = served.model->expert_telemetry();
              write_json(res,

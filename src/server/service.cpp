@@ -74,12 +74,17 @@ const ServedModel* Service::model_if_ready() const {
   return state_ == State::kReady ? served_.get() : nullptr;
 }
 
-const ServedModel& Service::model(const std::string& requested) const {
+const ServedModel& Service::ready_model() const {
   const ServedModel* served = model_if_ready();
   if (served == nullptr) {
     throw ApiError(503, state_ == State::kLoading ? "the model is still loading"
                                                   : "the model failed to load: " + load_error_);
   }
+  return *served;
+}
+
+const ServedModel& Service::model(const std::string& requested) const {
+  const ServedModel* served = &ready_model();
   // Ollama clients append a tag; the path and the bare file name work as well.
   const std::string& name = served->name;
   if (requested == name || requested == name + ":latest" || requested == served->path ||

@@ -44,6 +44,7 @@ class Service {
   // The model a request names: 503 while loading, 404 when the name is not ours.
   const ServedModel& model(const std::string& requested) const;
   const ServedModel* model_if_ready() const;
+  const ServedModel& ready_model() const;  // 503 while loading or after a failed load
   Scheduler& scheduler() { return *scheduler_; }
   Metrics& metrics() { return metrics_; }
   const ServerOptions& options() const { return options_; }
