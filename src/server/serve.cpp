@@ -4,6 +4,7 @@
 // SIGTERM: stop accepting, let in-flight requests finish within the grace period, exit 0.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <cstdio>
 #include <thread>
@@ -153,6 +154,12 @@ int serve(const ServerOptions& options) {
   const size_t n_threads = size_t(options.max_queue + options.parallel + 8);
   http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
   http.set_keep_alive_timeout(2);
+  // httplib's default adds SO_REUSEPORT, which lets a second server bind a port in use and
+  // silently share its connections; SO_REUSEADDR alone still allows a quick restart.
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   add_safety_rules(http, service);
   add_operational_routes(http, service);
   api::add_openai_routes(http, service);

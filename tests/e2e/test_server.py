@@ -1164,3 +1164,11 @@ def hostile_bodies(url):
     assert seen > 300
     assert curl(url, "/health").json() == {"status": "ok"}
     assert metric(metrics(url), "sluice_active_requests") == 0
+
+
+def test_port_in_use_is_a_clear_error(server):
+    """A second server on a port in use must refuse, not share the port (SO_REUSEPORT)."""
+    result = subprocess.run([SLUICE_BIN, "serve", str(SMOLLM2), "--port", str(server.port)],
+                            capture_output=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert f"cannot listen on 127.0.0.1:{server.port}" in result.stderr.decode()
