@@ -12,6 +12,7 @@
 #include "model/blocks/attention.h"
 #include "model/blocks/moe_ffn.h"
 #include "model/blocks/output_head.h"
+#include "model/blocks/residual_stream.h"
 #include "model/blocks/sandwich_decoder.h"
 #include "model/hparams.h"
 #include "model/rope_scaling.h"
@@ -105,11 +106,7 @@ class GptOssDecoder final : public LanguageModel {
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
 
   void reserve(int64_t n_batch) override {
-    if (n_batch <= reserved_) return;
-    reserved_ = n_batch;
-    x_.resize(size_t(n_batch * hp_.n_embd));
-    xn_.resize(size_t(n_batch * hp_.n_embd));
-    branch_.resize(size_t(n_batch * hp_.n_embd));
+    if (!stream_.grow(n_batch, hp_.n_embd)) return;
     attn_scratch_.reserve(shape_, n_batch);
     moe_scratch_.reserve(layers_.front().moe, hp_.n_embd, n_batch);
     spec_scratch_.reserve(layers_.front().moe, hp_.n_embd, n_batch);
@@ -120,28 +117,28 @@ class GptOssDecoder final : public LanguageModel {
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
     const Trace trace{request.observer, n};
-    float* x = x_.data();
+    float* x = stream_.x.data();
     backend.get_rows(token_embd_, request.tokens.data(), n, x);
     trace("inp_embd", -1, x, n_embd);
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const Layer& l = layers_[size_t(il)];
-      backend.rms_norm(x, l.attn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
-      trace("attn_norm", il, xn_.data(), n_embd);
-      self_attention(backend, l.attn, shape_, l.config, request.sequences, il, xn_.data(), n,
-                     attn_scratch_, branch_.data(), trace);
-      backend.add(x, branch_.data(), n * n_embd);
+      backend.rms_norm(x, l.attn_norm.data(), stream_.xn.data(), n, n_embd, hp_.rms_eps);
+      trace("attn_norm", il, stream_.xn.data(), n_embd);
+      self_attention(backend, l.attn, shape_, l.config, request.sequences, il, stream_.xn.data(), n,
+                     attn_scratch_, stream_.branch.data(), trace);
+      backend.add(x, stream_.branch.data(), n * n_embd);
       trace("ffn_inp", il, x, n_embd);
-      backend.rms_norm(x, l.ffn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
-      trace("attn_post_norm", il, xn_.data(), n_embd);
-      moe_route(backend, l.moe, *request.experts, il, xn_.data(), n, moe_scratch_, trace);
+      backend.rms_norm(x, l.ffn_norm.data(), stream_.xn.data(), n, n_embd, hp_.rms_eps);
+      trace("attn_post_norm", il, stream_.xn.data(), n_embd);
+      moe_route(backend, l.moe, *request.experts, il, stream_.xn.data(), n, moe_scratch_, trace);
       if (il + 1 < hp_.n_layer) {  // every gpt-oss layer is MoE
         const Layer& next = layers_[size_t(il + 1)];
         moe_prefetch(backend, next.moe, next.ffn_norm, hp_.rms_eps, *request.experts, il + 1, x, n,
                      n_embd, spec_scratch_);
       }
-      moe_compute(backend, l.moe, *request.experts, il, xn_.data(), n, n_embd, moe_scratch_,
-                  branch_.data(), trace);
-      backend.add(x, branch_.data(), n * n_embd);
+      moe_compute(backend, l.moe, *request.experts, il, stream_.xn.data(), n, n_embd, moe_scratch_,
+                  stream_.branch.data(), trace);
+      backend.add(x, stream_.branch.data(), n * n_embd);
       trace("l_out", il, x, n_embd);
     }
     const LogitRows out = logit_rows(request, x, n, n_embd);
@@ -158,10 +155,7 @@ class GptOssDecoder final : public LanguageModel {
   OutputHead head_;
   std::vector<Layer> layers_;
 
-  int64_t reserved_ = 0;
-  std::vector<float> x_;       // [n_batch, n_embd] the residual stream
-  std::vector<float> xn_;      // [n_batch, n_embd] its normed copy
-  std::vector<float> branch_;  // [n_batch, n_embd] attention or MoE output
+  ResidualStream stream_;
   AttentionScratch attn_scratch_;
   MoeScratch moe_scratch_;
   MoeScratch spec_scratch_;

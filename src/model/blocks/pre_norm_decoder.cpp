@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/blocks/residual_stream.h"
 
 namespace sluice::model {
 namespace {
@@ -93,11 +94,7 @@ class PreNormDecoder final : public LanguageModel {
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
 
   void reserve(int64_t n_batch) override {
-    if (n_batch <= reserved_) return;
-    reserved_ = n_batch;
-    x_.resize(size_t(n_batch * hp_.n_embd));
-    xn_.resize(size_t(n_batch * hp_.n_embd));
-    branch_.resize(size_t(n_batch * hp_.n_embd));
+    if (!stream_.grow(n_batch, hp_.n_embd)) return;
     attn_scratch_.reserve(shape_, n_batch);
     ffn_scratch_.reserve(hp_.n_ff, n_batch);
     for (const Layer& layer : layers_) {
@@ -112,35 +109,36 @@ class PreNormDecoder final : public LanguageModel {
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
     const Trace trace{request.observer, n};
-    float* x = x_.data();
+    float* x = stream_.x.data();
     backend.get_rows(token_embd_, request.tokens.data(), n, x);
     trace("inp_embd", -1, x, n_embd);
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const Layer& layer = layers_[size_t(il)];
-      backend.rms_norm(x, layer.attn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
-      trace("attn_norm", il, xn_.data(), n_embd);
-      self_attention(backend, layer.attn, shape_, config_, request.sequences, il, xn_.data(), n,
-                     attn_scratch_, branch_.data(), trace);
-      backend.add(x, branch_.data(), n * n_embd);
+      backend.rms_norm(x, layer.attn_norm.data(), stream_.xn.data(), n, n_embd, hp_.rms_eps);
+      trace("attn_norm", il, stream_.xn.data(), n_embd);
+      self_attention(backend, layer.attn, shape_, config_, request.sequences, il, stream_.xn.data(),
+                     n, attn_scratch_, stream_.branch.data(), trace);
+      backend.add(x, stream_.branch.data(), n * n_embd);
       trace("ffn_inp", il, x, n_embd);
-      backend.rms_norm(x, layer.ffn_norm.data(), xn_.data(), n, n_embd, hp_.rms_eps);
-      trace("ffn_norm", il, xn_.data(), n_embd);
+      backend.rms_norm(x, layer.ffn_norm.data(), stream_.xn.data(), n, n_embd, hp_.rms_eps);
+      trace("ffn_norm", il, stream_.xn.data(), n_embd);
       if (layer.is_moe) {
         if (request.experts == nullptr)
           fail(summary_.architecture, ": MoE forward without experts");
-        moe_route(backend, layer.moe, *request.experts, il, xn_.data(), n, moe_scratch_, trace);
+        moe_route(backend, layer.moe, *request.experts, il, stream_.xn.data(), n, moe_scratch_,
+                  trace);
         if (il + 1 < hp_.n_layer && layers_[size_t(il + 1)].is_moe) {
           const Layer& next = layers_[size_t(il + 1)];
           moe_prefetch(backend, next.moe, next.ffn_norm, hp_.rms_eps, *request.experts, il + 1, x,
                        n, n_embd, spec_scratch_);
         }
-        moe_compute(backend, layer.moe, *request.experts, il, xn_.data(), n, n_embd, moe_scratch_,
-                    branch_.data(), trace);
+        moe_compute(backend, layer.moe, *request.experts, il, stream_.xn.data(), n, n_embd,
+                    moe_scratch_, stream_.branch.data(), trace);
       } else {
-        glu_ffn(backend, layer.ffn, GluActivation::kSilu, il, xn_.data(), n, ffn_scratch_,
-                branch_.data(), trace);
+        glu_ffn(backend, layer.ffn, GluActivation::kSilu, il, stream_.xn.data(), n, ffn_scratch_,
+                stream_.branch.data(), trace);
       }
-      backend.add(x, branch_.data(), n * n_embd);
+      backend.add(x, stream_.branch.data(), n * n_embd);
       trace("l_out", il, x, n_embd);
     }
     const LogitRows out = logit_rows(request, x, n, n_embd);
@@ -159,10 +157,7 @@ class PreNormDecoder final : public LanguageModel {
   std::vector<float> rope_freq_factors_;  // [n_rot / 2]; empty when the file has none
   std::vector<Layer> layers_;
 
-  int64_t reserved_ = 0;
-  std::vector<float> x_;       // [n_batch, n_embd] the residual stream
-  std::vector<float> xn_;      // [n_batch, n_embd] its normed copy
-  std::vector<float> branch_;  // [n_batch, n_embd] attention or FFN output
+  ResidualStream stream_;
   AttentionScratch attn_scratch_;
   FfnScratch ffn_scratch_;
   MoeScratch moe_scratch_;

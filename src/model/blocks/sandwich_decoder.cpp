@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "model/blocks/ffn.h"
 #include "model/blocks/output_head.h"
+#include "model/blocks/residual_stream.h"
 
 namespace sluice::model {
 namespace {
@@ -67,11 +68,7 @@ class SandwichDecoder final : public LanguageModel {
   }
 
   void reserve(int64_t n_batch) override {
-    if (n_batch <= reserved_) return;
-    reserved_ = n_batch;
-    x_.resize(size_t(n_batch * c_.hp.n_embd));
-    xn_.resize(size_t(n_batch * c_.hp.n_embd));
-    branch_.resize(size_t(n_batch * c_.hp.n_embd));
+    if (!stream_.grow(n_batch, c_.hp.n_embd)) return;
     attn_scratch_.reserve(shape_, n_batch);
     ffn_scratch_.reserve(c_.hp.n_ff, n_batch);
   }
@@ -81,27 +78,27 @@ class SandwichDecoder final : public LanguageModel {
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp.n_embd;
     const Trace trace{request.observer, n};
-    float* x = x_.data();
+    float* x = stream_.x.data();
     backend.get_rows(token_embd_, request.tokens.data(), n, x);
     if (c_.embd_scale != 1.0f) backend.scale(x, c_.embd_scale, n * n_embd);
     if (c_.embd_norm) backend.rms_norm(x, nullptr, x, n, n_embd, hp.rms_eps);
     trace("inp_embd", -1, x, n_embd);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       const Layer& l = layers_[size_t(il)];
-      backend.rms_norm(x, l.attn_norm.data(), xn_.data(), n, n_embd, hp.rms_eps);
-      trace("attn_norm", il, xn_.data(), n_embd);
+      backend.rms_norm(x, l.attn_norm.data(), stream_.xn.data(), n, n_embd, hp.rms_eps);
+      trace("attn_norm", il, stream_.xn.data(), n_embd);
       self_attention(backend, l.attn, shape_, c_.layers[size_t(il)], request.sequences, il,
-                     xn_.data(), n, attn_scratch_, branch_.data(), trace);
-      backend.rms_norm(branch_.data(), l.attn_post_norm.data(), branch_.data(), n, n_embd,
-                       c_.post_norm_eps);
-      backend.add(x, branch_.data(), n * n_embd);
+                     stream_.xn.data(), n, attn_scratch_, stream_.branch.data(), trace);
+      backend.rms_norm(stream_.branch.data(), l.attn_post_norm.data(), stream_.branch.data(), n,
+                       n_embd, c_.post_norm_eps);
+      backend.add(x, stream_.branch.data(), n * n_embd);
       trace("ffn_inp", il, x, n_embd);
-      backend.rms_norm(x, l.ffn_norm.data(), xn_.data(), n, n_embd, hp.rms_eps);
-      glu_ffn(backend, l.ffn, c_.activation, il, xn_.data(), n, ffn_scratch_, branch_.data(),
-              trace);
-      backend.rms_norm(branch_.data(), l.ffn_post_norm.data(), branch_.data(), n, n_embd,
-                       c_.post_norm_eps);
-      backend.add(x, branch_.data(), n * n_embd);
+      backend.rms_norm(x, l.ffn_norm.data(), stream_.xn.data(), n, n_embd, hp.rms_eps);
+      glu_ffn(backend, l.ffn, c_.activation, il, stream_.xn.data(), n, ffn_scratch_,
+              stream_.branch.data(), trace);
+      backend.rms_norm(stream_.branch.data(), l.ffn_post_norm.data(), stream_.branch.data(), n,
+                       n_embd, c_.post_norm_eps);
+      backend.add(x, stream_.branch.data(), n * n_embd);
       trace("l_out", il, x, n_embd);
     }
     const LogitRows out = logit_rows(request, x, n, n_embd);
@@ -119,10 +116,7 @@ class SandwichDecoder final : public LanguageModel {
   OutputHead head_;
   std::vector<Layer> layers_;
 
-  int64_t reserved_ = 0;
-  std::vector<float> x_;       // [n_batch, n_embd] the residual stream
-  std::vector<float> xn_;      // [n_batch, n_embd] normed input of a branch
-  std::vector<float> branch_;  // [n_batch, n_embd] a branch's output
+  ResidualStream stream_;
   AttentionScratch attn_scratch_;
   FfnScratch ffn_scratch_;
 };
