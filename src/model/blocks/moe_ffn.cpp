@@ -46,6 +46,40 @@ std::vector<float> expert_biases(WeightBinder& binder, const std::string& name, 
   return values;
 }
 
+// Multiplies the m rows of x [m, n] by expert's entry of a per-expert scale table (if any).
+void scale_by_expert(const std::vector<float>& scale, int32_t expert, float* x, int64_t m,
+                     int64_t n) {
+  if (scale.empty()) return;
+  const float s = scale[size_t(expert)];
+  for (int64_t i = 0; i < m * n; ++i) x[i] *= s;
+}
+
+// An optional [n_expert] float tensor of per-expert scales, read to float32.
+std::vector<float> expert_scales(WeightBinder& binder, const std::string& name, int64_t n_expert) {
+  return binder.optional_vector(name, n_expert).value_or(std::vector<float>{});
+}
+
+// gate and up [m, n_ff] from the expert's weights: two matmuls, or one fused [m, 2 n_ff] whose
+// rows hold the gate half then the up half (llama.cpp's views of the fused result).
+void gate_and_up(Backend& backend, const MoeFfnWeights& w, const experts::ExpertWeights& ew,
+                 int32_t expert, int64_t m, MoeScratch& s) {
+  if (!w.fused_gate_up) {
+    backend.matmul(ew.part(ExpertPart::kGate), s.x_expert.data(), s.gate.data(), m);
+    scale_by_expert(w.gate_scale, expert, s.gate.data(), m, w.n_ff);
+    backend.matmul(ew.part(ExpertPart::kUp), s.x_expert.data(), s.up.data(), m);
+    scale_by_expert(w.up_scale, expert, s.up.data(), m, w.n_ff);
+    return;
+  }
+  backend.matmul(ew.part(ExpertPart::kGateUp), s.x_expert.data(), s.gate_up.data(), m);
+  scale_by_expert(w.up_scale, expert, s.gate_up.data(), m, 2 * w.n_ff);
+  const size_t half = size_t(w.n_ff) * sizeof(float);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = s.gate_up.data() + i * 2 * w.n_ff;
+    std::memcpy(s.gate.data() + i * w.n_ff, row, half);
+    std::memcpy(s.up.data() + i * w.n_ff, row + w.n_ff, half);
+  }
+}
+
 // Runs one expert's gated FFN on the tokens routed to it and files each output row under
 // (token, choice). Biases follow llama.cpp's order: up, gate and down each right after their
 // matmul.
@@ -62,12 +96,12 @@ void run_expert(Backend& backend, const MoeFfnWeights& w, const experts::ExpertW
       ++m;
     }
   }
-  backend.matmul(ew.part(ExpertPart::kGate), s.x_expert.data(), s.gate.data(), m);
-  backend.matmul(ew.part(ExpertPart::kUp), s.x_expert.data(), s.up.data(), m);
+  gate_and_up(backend, w, ew, expert, m, s);
   add_expert_bias(backend, w.up_bias, expert, s.up.data(), m, w.n_ff);
   add_expert_bias(backend, w.gate_bias, expert, s.gate.data(), m, w.n_ff);
   backend.glu(w.act, s.gate.data(), s.up.data(), m, w.n_ff);
   backend.matmul(ew.part(ExpertPart::kDown), s.gate.data(), s.y_expert.data(), m);
+  scale_by_expert(w.down_scale, expert, s.y_expert.data(), m, n_embd);
   add_expert_bias(backend, w.down_bias, expert, s.y_expert.data(), m, n_embd);
   for (int64_t i = 0; i < m; ++i) {
     float* dst =
@@ -90,10 +124,21 @@ MoeFfnWeights bind_moe_ffn(WeightBinder& binder, int64_t layer, int64_t n_embd, 
           .value_or(std::vector<float>{});
   experts::ExpertLayerLayout& l = layout.layers.at(size_t(layer));
   l.n_expert = n_expert;
-  l.parts[size_t(ExpertPart::kGate)] =
-      binder.expert_matrices(layer_tensor(layer, "ffn_gate_exps.weight"), n_embd, n_ff, n_expert);
-  l.parts[size_t(ExpertPart::kUp)] =
-      binder.expert_matrices(layer_tensor(layer, "ffn_up_exps.weight"), n_embd, n_ff, n_expert);
+  const std::string gate_up = layer_tensor(layer, "ffn_gate_up_exps.weight");
+  w.fused_gate_up = binder.has(gate_up);
+  if (w.fused_gate_up) {
+    l.parts[size_t(ExpertPart::kGateUp)] =
+        binder.expert_matrices(gate_up, n_embd, 2 * n_ff, n_expert);
+    w.up_scale = expert_scales(binder, layer_tensor(layer, "ffn_gate_up_exps.scale"), n_expert);
+  } else {
+    l.parts[size_t(ExpertPart::kGate)] =
+        binder.expert_matrices(layer_tensor(layer, "ffn_gate_exps.weight"), n_embd, n_ff, n_expert);
+    l.parts[size_t(ExpertPart::kUp)] =
+        binder.expert_matrices(layer_tensor(layer, "ffn_up_exps.weight"), n_embd, n_ff, n_expert);
+    w.gate_scale = expert_scales(binder, layer_tensor(layer, "ffn_gate_exps.scale"), n_expert);
+    w.up_scale = expert_scales(binder, layer_tensor(layer, "ffn_up_exps.scale"), n_expert);
+  }
+  w.down_scale = expert_scales(binder, layer_tensor(layer, "ffn_down_exps.scale"), n_expert);
   l.parts[size_t(ExpertPart::kDown)] =
       binder.expert_matrices(layer_tensor(layer, "ffn_down_exps.weight"), n_ff, n_embd, n_expert);
   return w;
@@ -114,6 +159,7 @@ void MoeScratch::reserve(const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch
   x_normed.resize(size_t(n_batch * n_embd));
   gate.resize(size_t(n_batch * w.n_ff));
   up.resize(size_t(n_batch * w.n_ff));
+  if (w.fused_gate_up) gate_up.resize(size_t(n_batch * 2 * w.n_ff));
   y_expert.resize(size_t(n_batch * n_embd));
   outputs.resize(size_t(n_batch * k * n_embd));
   experts.reserve(size_t(n_batch * k));

@@ -26,10 +26,17 @@ struct MoeFfnWeights {
   // Per-expert biases (gpt-oss), small enough to stay resident: expert e's rows at e * n_ff
   // (gate, up) and e * n_embd (down), added to that expert's outputs. Empty when none.
   std::vector<float> gate_bias, up_bias, down_bias;
+  // Per-expert output scales [n_expert] (ffn_{gate,up,gate_up,down}_exps.scale: Gemma 4's down
+  // scale, NVFP4's second-level scale): expert e's matmul output times its scale, right after
+  // the matmul as llama.cpp does. A fused gate_up stack takes the up scale. Empty when none.
+  std::vector<float> gate_scale, up_scale, down_scale;
+  bool fused_gate_up = false;  // ffn_gate_up_exps: one [n_embd, 2 n_ff] matmul, gate rows first
 };
 
-// Binds blk.<layer>.ffn_gate_inp.weight (+ optional exp_probs_b.bias) and the expert stacks
-// ffn_{gate,up,down}_exps.weight, recording the stacks' places in layout.layers[layer].
+// Binds blk.<layer>.ffn_gate_inp.weight (+ optional exp_probs_b.bias), the expert stacks
+// ffn_{gate,up,down}_exps.weight — or ffn_gate_up_exps.weight + ffn_down_exps.weight, the fused
+// form newer llama.cpp converters write — recording the stacks' places in layout.layers[layer],
+// and the optional per-expert scales.
 MoeFfnWeights bind_moe_ffn(WeightBinder& binder, int64_t layer, int64_t n_embd, int64_t n_ff,
                            const RouterConfig& config, experts::ExpertLayout& layout);
 
@@ -42,6 +49,7 @@ struct MoeScratch {
   std::vector<float> x_expert;   // [n_batch, n_embd] inputs gathered for one expert
   std::vector<float> x_normed;   // [n_batch, n_embd] speculation's input
   std::vector<float> gate, up;   // [n_batch, n_ff]
+  std::vector<float> gate_up;    // [n_batch, 2 n_ff] a fused stack's output
   std::vector<float> y_expert;   // [n_batch, n_embd] one expert's outputs
   std::vector<float> outputs;    // [n_batch, n_expert_used, n_embd] per token and choice
   std::vector<int32_t> experts;  // [n_batch * n_expert_used] distinct chosen experts
