@@ -47,7 +47,7 @@ _GGUF_NAMES = {
     "mlp.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
     "mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
 }
-_ARCH = {"gemma3": "gemma3", "mixtral": "llama", "deepseek3": "deepseek2", "gptoss": "gpt-oss"}
+_ARCH = {"gemma3": "gemma3", "llama31": "llama", "mixtral": "llama", "deepseek3": "deepseek2", "gptoss": "gpt-oss"}
 _GPT_OSS_NAMES = {
     "self_attn.o_proj.bias": "attn_output.bias",
     "self_attn.sinks": "attn_sinks.weight",
@@ -77,6 +77,26 @@ _MLA_NAMES = {
 }
 _EXPERT_PARTS = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down",
                  "w1": "gate", "w3": "up", "w2": "down"}
+
+
+def _llama3_rope_factors(cfg):
+    """llama.cpp's LlamaModel writes Llama 3.1's "llama3" RoPE scaling as rope_freqs.weight: per
+    dimension pair, 1 for short wavelengths, `factor` for long ones, a smooth ramp between."""
+    scaling, dim = cfg["rope_scaling"], cfg["head_dim"]
+    freqs = 1.0 / (cfg["rope_theta"] ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    old_context = scaling["original_max_position_embeddings"]
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    factors = []
+    for freq in freqs.astype(np.float32):
+        wavelen = 2 * np.pi / float(freq)
+        if wavelen < old_context / high:
+            factors.append(1.0)
+        elif wavelen > old_context / low:
+            factors.append(scaling["factor"])
+        else:
+            smooth = (old_context / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / scaling["factor"] + smooth))
+    return np.array(factors, dtype=np.float32)
 
 
 def _stack_experts(tensors):
@@ -171,6 +191,9 @@ def write_gguf(name, path):
     w.add_token_merges(tok["model"]["merges"])
     w.add_bos_token_id(cfg["bos_token_id"])
     w.add_eos_token_id(cfg["eos_token_id"])
+
+    if cfg.get("rope_scaling", {}).get("rope_type") == "llama3":
+        w.add_tensor("rope_freqs.weight", _llama3_rope_factors(cfg))
 
     n_head, n_kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     for hf_name, x in _stack_experts(weights(name)).items():

@@ -46,6 +46,19 @@ _CONFIGS = {
         "mlp_bias": False,
         "tie_word_embeddings": False,
     },
+    "llama31": {  # Llama 3.1's "llama3" RoPE scaling, its ramp inside head_dim 16's wavelengths
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "num_hidden_layers": 2,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": False,
+    },
     "qwen2": {  # Q/K/V biases, tied head
         "architectures": ["Qwen2ForCausalLM"],
         "model_type": "qwen2",
@@ -221,6 +234,7 @@ _CONFIGS = {
 # Seeds are chosen so that no greedy step is a near tie (each golden records its top-2 margins).
 MODELS = {
     "llama": ("llama", "F32", 4111),
+    "llama31": ("llama31", "F32", 4112),
     "qwen2": ("qwen2", "F32", 4102),
     "qwen3": ("qwen3", "F32", 4103),
     "gemma3": ("gemma3", "F32", 4104),

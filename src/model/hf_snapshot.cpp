@@ -112,11 +112,41 @@ class Config {
   std::string prefix_;
 };
 
+// Llama 3.1's "llama3" scaling: long wavelengths slowed by `factor`, short ones kept, a smooth
+// ramp between (wavelengths measured against original_max_position_embeddings).
+struct Llama3Scaling {
+  double factor = 1.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_context = 8192.0;
+};
+
 struct Rope {
   double theta = 10000.0;
   double linear_factor = 1.0;            // 1: unscaled
   std::optional<double> partial_factor;  // the share of each head rotated, when given here
+  std::optional<Llama3Scaling> llama3 = std::nullopt;
 };
+
+// The per-dimension-pair divisors of llama3 scaling, as llama.cpp's converter computes them for
+// its rope_freqs.weight tensor (ggml's RoPE divides each pair's angle by its factor), from the
+// unscaled inverse frequencies theta^(-2i/n_rot) rounded to float32 as torch holds them.
+std::vector<float> llama3_freq_factors(const Llama3Scaling& s, double theta, int64_t n_rot) {
+  const double low_wavelen = s.original_context / s.low_freq_factor;
+  const double high_wavelen = s.original_context / s.high_freq_factor;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < n_rot; i += 2) {
+    const float freq = float(1.0 / std::pow(theta, double(i) / double(n_rot)));
+    const double wavelen = 2.0 * M_PI / double(freq);
+    if (wavelen < high_wavelen) {
+      factors.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      factors.push_back(float(s.factor));
+    } else {
+      const double smooth = (s.original_context / wavelen - s.low_freq_factor) /
+                            (s.high_freq_factor - s.low_freq_factor);
+      factors.push_back(float(1.0 / ((1.0 - smooth) / s.factor + smooth)));
+    }
+  }
+  return factors;
+}
 
 // One RoPE parameter set: transformers 5's rope_parameters entry or the older rope_scaling
 // object (with rope_theta beside it). Only the types llama.cpp's GGUF keys express are taken.
@@ -135,9 +165,23 @@ Rope parse_rope(const Config& config, const Json& params, std::string_view where
   if (type == "linear") {
     rope.linear_factor = config.number(params, "factor", where);
     if (rope.linear_factor <= 0) config.refuse(config.key(where), "factor must be positive");
+  } else if (type == "llama3") {
+    Llama3Scaling s;
+    s.factor = config.number(params, "factor", where);
+    s.low_freq_factor = config.number(params, "low_freq_factor", where);
+    s.high_freq_factor = config.number(params, "high_freq_factor", where);
+    s.original_context = config.number(params, "original_max_position_embeddings", where);
+    if (!(s.factor > 0) || !(s.low_freq_factor > 0) || !(s.original_context > 0) ||
+        !(s.high_freq_factor > s.low_freq_factor)) {
+      config.refuse(config.key(where),
+                    "llama3 scaling needs factor, low_freq_factor < high_freq_factor and "
+                    "original_max_position_embeddings, all positive");
+    }
+    rope.llama3 = s;
   } else if (type != "default") {
     config.refuse("RoPE type '", type, "' (", config.key(where),
-                  ") is not supported for a Hugging Face snapshot (default and linear are)");
+                  ") is not supported for a Hugging Face snapshot (default, linear and llama3 "
+                  "are)");
   }
   if (!(rope.theta > 0)) config.refuse(config.key(where), "rope_theta must be positive");
   if (params.contains("partial_rotary_factor")) {
@@ -158,18 +202,18 @@ std::pair<Rope, Rope> read_rope(const Config& config, const Family& family) {
       const Rope local = params->contains("sliding_attention")
                              ? parse_rope(config, params->at("sliding_attention"),
                                           "rope_parameters.sliding_attention.", local_theta)
-                             : Rope{local_theta, 1.0, std::nullopt};
+                             : Rope{local_theta, 1.0, std::nullopt, std::nullopt};
       return {global, local};
     }
     return {parse_rope(config, *params, "rope_parameters.", theta),
-            Rope{local_theta, 1.0, std::nullopt}};
+            Rope{local_theta, 1.0, std::nullopt, std::nullopt}};
   }
-  Rope global{theta, 1.0, std::nullopt};
+  Rope global{theta, 1.0, std::nullopt, std::nullopt};
   if (const Json* scaling = config.find("rope_scaling")) {
     if (!scaling->is_object()) config.refuse("rope_scaling is not an object");
     global = parse_rope(config, *scaling, "rope_scaling.", theta);
   }
-  return {global, Rope{local_theta, 1.0, std::nullopt}};
+  return {global, Rope{local_theta, 1.0, std::nullopt, std::nullopt}};
 }
 
 struct Rename {
@@ -260,6 +304,14 @@ class Translator {
     if (global.linear_factor != 1.0) {
       out_.add_metadata(arch_ + ".rope.scaling.type", MetaValue::string("linear"));
       put_f32("rope.scaling.factor", global.linear_factor);
+    }
+    if (global.llama3) {
+      if (family_.arch != "llama" || partial != 1.0) {
+        c.refuse("llama3 RoPE scaling is supported for llama models only");
+      }
+      out_.add_metadata(
+          std::string(kHfRopeFreqFactors),
+          MetaValue::array(llama3_freq_factors(*global.llama3, global.theta, head_dim)));
     }
     if (family_.gemma) gemma_settings(n_embd, n_layer, n_head, head_dim, local);
     if (family_.moe != Moe::kNone) moe_settings(n_layer);

@@ -20,6 +20,10 @@ inline constexpr std::string_view kHfRopeRotateHalf = "sluice.hf.rope_rotate_hal
 // RMS-norm weights are stored as w where the model multiplies by (1 + w); llama.cpp's converter
 // bakes the 1 in, so arch/gemma3.cpp adds it at load when this is set.
 inline constexpr std::string_view kHfNormPlusOne = "sluice.hf.norm_plus_one";
+// float32 [n_rot / 2]: the RoPE frequency divisors of Llama 3.1's "llama3" scaling, which a GGUF
+// carries as the tensor rope_freqs.weight (llama.cpp's converter computes it the same way);
+// the decoder reads either.
+inline constexpr std::string_view kHfRopeFreqFactors = "sluice.hf.rope_freq_factors";
 
 // A safetensors file without general.architecture: a snapshot to translate.
 bool is_hf_snapshot(const ModelFile& file);

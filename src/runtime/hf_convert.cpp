@@ -4,6 +4,7 @@
 // reference quantizers into the GGUF writer, a bounded chunk at a time so models larger than
 // memory convert. Knows no family: the plan says which rows make which tensor.
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -100,8 +101,15 @@ class TensorProducer {
     const uint64_t row_len = tensor_.ne[0];
     const uint64_t out_row_bytes = *row_bytes(type_, row_len);
     const uint64_t chunk_rows = std::max<uint64_t>(1, (uint64_t(16) << 20) / (row_len * 4));
-    std::vector<float> floats;  // [chunk_rows, row_len]
-    std::vector<uint8_t> out;   // [chunk_rows, out_row_bytes]
+    std::vector<float> floats;      // [chunk_rows, row_len]
+    std::vector<uint8_t> out;       // [chunk_rows, out_row_bytes]
+    if (!tensor_.values.empty()) {  // computed: one row of float32
+      out.resize(tensor_.values.size() * sizeof(float));
+      std::memcpy(out.data(), tensor_.values.data(), out.size());
+      emit(out);
+      on_bytes_(out.size());
+      return;
+    }
     for (const convert::RowRange& range : tensor_.rows) {
       const std::span<const uint8_t> bytes = snapshot_.tensor_bytes(range.tensor);
       const uint64_t in_row_bytes = *row_bytes(range.tensor.type, row_len);
@@ -159,6 +167,7 @@ class TensorProducer {
 };
 
 void check_rows(const ModelFile& snapshot, const PlannedTensor& tensor) {
+  if (!tensor.values.empty()) return;  // computed, not read
   uint64_t n_rows = 1;
   for (size_t d = 1; d < tensor.ne.size(); ++d) n_rows *= tensor.ne[d];
   uint64_t total = 0;

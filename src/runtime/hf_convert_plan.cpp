@@ -91,6 +91,14 @@ Plan plan_model(const ModelFile& snapshot, const std::string& hf_dir) {
     plan.tensors.push_back(std::move(planned));
   }
   if (plan.n_vocab == 0) fail("convert: ", hf_dir, ": no embed_tokens.weight tensor");
+  if (const MetaValue* factors = view.find(model::kHfRopeFreqFactors)) {
+    PlannedTensor rope_freqs;  // as llama.cpp's LlamaModel writes Llama 3.1's scaling
+    rope_freqs.name = "rope_freqs.weight";
+    rope_freqs.values = factors->array_as<float>().value_or(std::vector<float>{});
+    rope_freqs.ne = {rope_freqs.values.size()};
+    rope_freqs.role = TensorRole::kKeepF32;
+    plan.tensors.push_back(std::move(rope_freqs));
+  }
   return plan;
 }
 

@@ -30,6 +30,9 @@ struct PlannedTensor {
   // llama's Q/K: rows of each head reordered from HF's rotate_half halves to adjacent pairs.
   uint32_t permute_heads = 0;
   bool add_one = false;  // gemma's (1 + w) norms stored as 1 + w
+  // A tensor computed rather than read (llama3's rope_freqs.weight): these float32 values, and
+  // no rows.
+  std::vector<float> values = {};
 };
 
 struct Plan {

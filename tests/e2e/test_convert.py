@@ -21,7 +21,7 @@ if not SLUICE_BIN:
     pytest.skip("SLUICE_BIN is not set (run through ctest)", allow_module_level=True)
 gguf = pytest.importorskip("gguf")
 
-DENSE = ["llama", "qwen2", "qwen3", "gemma3"]
+DENSE = ["llama", "llama31", "qwen2", "qwen3", "gemma3"]
 PROMPT = tiny_hf_models.PROMPT
 # F32 in, F32 out: the snapshot and the GGUF run the same kernels on the same floats (qwen2 and
 # qwen3 bit-identical), except llama's Q/K rows, permuted by the converter and rotated pairwise
@@ -185,6 +185,7 @@ EXPECTED_TENSORS = {
               "blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight",
               "blk.0.attn_output.weight", "blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight",
               "blk.0.ffn_up.weight", "blk.0.ffn_down.weight"},
+    "llama31": {"rope_freqs.weight"},
     "qwen2": {"blk.0.attn_q.bias", "blk.0.attn_k.bias", "blk.0.attn_v.bias"},
     "qwen3": {"blk.0.attn_q_norm.weight", "blk.0.attn_k_norm.weight", "output.weight"},
     "gemma3": {"blk.0.post_attention_norm.weight", "blk.0.post_ffw_norm.weight"},
@@ -204,7 +205,7 @@ def read(path):
 @pytest.mark.parametrize("name", DENSE + ["qwen3moe"])
 def test_llama_cpp_names_and_keys(converted, name):
     fields, tensors = read(converted[name])
-    arch = "gemma3" if name == "gemma3" else name
+    arch = {"llama31": "llama"}.get(name, name)
     assert fields["general.architecture"] == arch
     assert not [k for k in fields if k.startswith("sluice.")]
     assert EXPECTED_TENSORS[name] <= set(tensors)

@@ -179,10 +179,9 @@ def test_unknown_model_type_is_refused(snapshots, tmp_path):
 
 
 def test_unsupported_rope_scaling_is_refused(snapshots, tmp_path):
-    scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    scaling = {"rope_type": "dynamic", "factor": 8.0}
     line = refused(edited(snapshots, tmp_path, "llama", rope_scaling=scaling))
-    assert "RoPE type 'llama3'" in line
+    assert "RoPE type 'dynamic'" in line
 
 
 def test_gemma_query_scale_other_than_head_dim_is_refused(snapshots, tmp_path):

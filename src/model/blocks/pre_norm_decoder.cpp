@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "model/blocks/residual_stream.h"
+#include "model/hf_snapshot.h"
 
 namespace sluice::model {
 namespace {
@@ -48,6 +49,12 @@ class PreNormDecoder final : public LanguageModel {
     head_ = bind_output_head(binder, token_embd_, hp_.n_embd, hp_.n_vocab);
     if (auto factors = binder.optional_vector("rope_freqs.weight", hp_.n_rot / 2)) {
       rope_freq_factors_ = std::move(*factors);
+    } else if (const MetaValue* hf = file.find(kHfRopeFreqFactors)) {
+      rope_freq_factors_ = hf->array_as<float>().value_or(std::vector<float>{});
+      if (int64_t(rope_freq_factors_.size()) != hp_.n_rot / 2) {
+        fail(kHfRopeFreqFactors, " holds ", hf->array_length(), " factors, expected ",
+             hp_.n_rot / 2);
+      }
     }
     const bool any_moe = options.moe == MoeUse::kRequired ||
                          (options.moe == MoeUse::kWhenPresent && meta.find_int("expert_count"));
