@@ -471,6 +471,7 @@ class Translator {
     if (layer.find_first_not_of("0123456789") != std::string_view::npos) return std::nullopt;
     const std::string_view rest = name.substr(dot + 1);
     if (rest.ends_with("rotary_emb.inv_freq")) return "";  // recomputed from rope_theta
+    if (rest.ends_with("weight_scale_inv")) return "";     // FP8 block scales: convert's
 
     static constexpr Rename kCommon[] = {
         {"input_layernorm.weight", "attn_norm.weight"},
@@ -680,6 +681,7 @@ class Translator {
         split_kv_b(tensor, name->substr(0, name->size() - 19));
         continue;
       }
+      fp8_ = fp8_ || tensor.type == QType::F8_E4M3;
       TensorInfo renamed = tensor;
       renamed.name = std::move(*name);
       out_.add_tensor(std::move(renamed));
@@ -692,6 +694,7 @@ class Translator {
       fail(in_.format_name(), ": ", in_.display_name(),
            ": lm_head.weight is missing and tie_word_embeddings is false");
     }
+    if (fp8_) out_.add_metadata(std::string(kHfFp8BlockScaled), MetaValue::scalar(true));
   }
 
   const ModelFile& in_;
@@ -700,6 +703,7 @@ class Translator {
   const Config& config_;
   std::string arch_;
   bool tied_;
+  bool fp8_ = false;  // some weights are F8_E4M3 (with block scales)
   int64_t n_layer_ = 0;
 };
 

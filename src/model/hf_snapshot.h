@@ -24,6 +24,9 @@ inline constexpr std::string_view kHfNormPlusOne = "sluice.hf.norm_plus_one";
 // carries as the tensor rope_freqs.weight (llama.cpp's converter computes it the same way);
 // the decoder reads either.
 inline constexpr std::string_view kHfRopeFreqFactors = "sluice.hf.rope_freq_factors";
+// Some weights are FP8 with block scales (which the view drops): only `sluice convert` reads
+// such a snapshot (runtime/hf_convert_fp8.h); loading it to run is refused.
+inline constexpr std::string_view kHfFp8BlockScaled = "sluice.hf.fp8_block_scaled";
 
 // A safetensors file without general.architecture: a snapshot to translate.
 bool is_hf_snapshot(const ModelFile& file);

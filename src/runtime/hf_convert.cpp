@@ -14,6 +14,7 @@
 #include "format/model_file_open.h"
 #include "quant/dequantize.h"
 #include "quant/quantize.h"
+#include "runtime/hf_convert_fp8.h"
 #include "runtime/hf_convert_plan.h"
 #include "sluice/convert.h"
 
@@ -90,9 +91,11 @@ uint32_t file_type_of(QType type) {
 class TensorProducer {
  public:
   TensorProducer(const ModelFile& snapshot, const PlannedTensor& tensor, QType type,
-                 ThreadPool& pool, std::function<void(uint64_t)> on_bytes)
+                 convert::Fp8BlockSize fp8_block, ThreadPool& pool,
+                 std::function<void(uint64_t)> on_bytes)
       : snapshot_(snapshot),
         tensor_(tensor),
+        fp8_block_(fp8_block),
         type_(type),
         pool_(pool),
         on_bytes_(std::move(on_bytes)) {}
@@ -113,6 +116,12 @@ class TensorProducer {
     for (const convert::RowRange& range : tensor_.rows) {
       const std::span<const uint8_t> bytes = snapshot_.tensor_bytes(range.tensor);
       const uint64_t in_row_bytes = *row_bytes(range.tensor.type, row_len);
+      std::vector<float> scales;  // an FP8 weight's block scales, whole
+      if (range.scale) {
+        scales.resize(range.scale->n_elements);
+        dequantize_row(range.scale->type, snapshot_.tensor_bytes(*range.scale).data(),
+                       scales.data(), int64_t(scales.size()));
+      }
       for (uint64_t first = 0; first < range.n_rows; first += chunk_rows) {
         const uint64_t n = std::min(chunk_rows, range.n_rows - first);
         floats.resize(n * row_len);
@@ -121,6 +130,10 @@ class TensorProducer {
           const uint64_t src_row = range.first_row + source_row(first + r, range.n_rows);
           dequantize_row(range.tensor.type, bytes.data() + src_row * in_row_bytes,
                          floats.data() + r * row_len, int64_t(row_len));
+          if (range.scale) {
+            convert::scale_fp8_row(scales.data(), int64_t(range.scale->ne[0]), fp8_block_, src_row,
+                                   floats.data() + r * row_len, int64_t(row_len));
+          }
         }
         finish_numbers(floats);
         pool_.parallel_for(0, int64_t(n), 8, [&](int64_t lo, int64_t hi) {
@@ -161,6 +174,7 @@ class TensorProducer {
 
   const ModelFile& snapshot_;
   const PlannedTensor& tensor_;
+  convert::Fp8BlockSize fp8_block_;
   QType type_;
   ThreadPool& pool_;
   std::function<void(uint64_t)> on_bytes_;
@@ -175,9 +189,9 @@ void check_rows(const ModelFile& snapshot, const PlannedTensor& tensor) {
     const TensorInfo& source = range.tensor;
     const bool plain =
         source.type == QType::F32 || source.type == QType::F16 || source.type == QType::BF16;
-    if (!plain) {
+    if (!plain && !(source.type == QType::F8_E4M3 && range.scale)) {
       fail("safetensors: ", snapshot.display_name(), ": tensor '", source.name, "' is ",
-           qtype_name(source.type), " (only F32, F16 and BF16 weights convert)");
+           qtype_name(source.type), " (F32, F16, BF16 and block-scaled F8_E4M3 weights convert)");
     }
     if (source.ne[0] != tensor.ne[0]) {
       fail("safetensors: ", snapshot.display_name(), ": tensor '", source.name, "' rows of ",
@@ -227,6 +241,7 @@ void convert_hf_snapshot(const std::string& hf_dir, const std::string& out_path,
           : std::optional<QType>(parse_type(options.expert_type, "--expert-type"));
   const ModelFile snapshot = read_model_file(hf_dir);
   Plan plan = convert::plan_model(snapshot, hf_dir);
+  convert::attach_fp8_scales(snapshot, hf_dir, plan);
   convert::add_vocabulary(hf_dir, plan);
   const QType type = asked.value_or(guess_type(plan));
   const QType expert_type = asked_experts.value_or(type);
@@ -259,8 +274,9 @@ void convert_hf_snapshot(const std::string& hf_dir, const std::string& out_path,
     if (progress) progress(done, total);
   };
   for (const auto& [tensor, t] : typed) {
-    writer.add_tensor(tensor->name, t, tensor->ne,
-                      GgufWriter::Producer(TensorProducer(snapshot, *tensor, t, pool, on_bytes)));
+    writer.add_tensor(
+        tensor->name, t, tensor->ne,
+        GgufWriter::Producer(TensorProducer(snapshot, *tensor, t, plan.fp8_block, pool, on_bytes)));
   }
   writer.write(out_path);
 }

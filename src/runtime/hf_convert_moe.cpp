@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "format/hf/hf_config.h"
+#include "runtime/hf_convert_fp8.h"
 #include "runtime/hf_convert_plan.h"
 
 namespace sluice::convert {
@@ -202,6 +203,7 @@ class Planner {
       if (rest == r.hf) return add(blk + std::string(r.gguf), tensor, r.role), true;
     }
     if (rest.ends_with("rotary_emb.inv_freq")) return true;  // recomputed from rope_theta
+    if (is_fp8_scale_name(rest)) return true;                // the weight's (hf_convert_fp8)
     return place_expert(il, rest, tensor);
   }
 

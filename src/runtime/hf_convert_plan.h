@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,11 +13,19 @@
 
 namespace sluice::convert {
 
+// The block of one FP8 scale (config.json's quantization_config.weight_block_size).
+struct Fp8BlockSize {
+  int64_t rows = 128;
+  int64_t cols = 128;
+};
+
 // Rows [first_row, first_row + n_rows) of one snapshot tensor (rows along its slowest HF dim).
 struct RowRange {
   TensorInfo tensor;
   uint64_t first_row = 0;
   uint64_t n_rows = 0;
+  // An FP8 weight's block scales ("<name>_scale_inv"; hf_convert_fp8.h), else nullopt.
+  std::optional<TensorInfo> scale = std::nullopt;
 };
 
 // What llama.cpp's converter keeps in F32 whatever the requested type.
@@ -39,7 +48,8 @@ struct Plan {
   std::string arch;  // general.architecture
   std::vector<MetaEntry> metadata;
   std::vector<PlannedTensor> tensors;
-  int64_t n_vocab = 0;  // rows of token_embd: the vocabulary is padded to it
+  int64_t n_vocab = 0;     // rows of token_embd: the vocabulary is padded to it
+  Fp8BlockSize fp8_block;  // of the FP8 ranges' scales
 };
 
 // The model part of the plan from the snapshot catalogue `snapshot`, whose sources the planned
