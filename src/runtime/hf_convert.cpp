@@ -25,8 +25,8 @@ using convert::Plan;
 using convert::PlannedTensor;
 using convert::TensorRole;
 
-constexpr QType kAllowed[] = {QType::F32,  QType::F16,  QType::BF16, QType::Q8_0,
-                              QType::Q4_0, QType::Q4_K, QType::Q5_K, QType::Q6_K};
+constexpr QType kAllowed[] = {QType::F32,  QType::F16,  QType::BF16, QType::Q8_0, QType::Q4_0,
+                              QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::MXFP4};
 
 QType parse_type(const std::string& name, const char* option) {
   const std::optional<QType> type = qtype_from_name(name);
@@ -34,7 +34,7 @@ QType parse_type(const std::string& name, const char* option) {
     return *type;
   }
   fail("convert: ", option, " '", name,
-       "' is not one of F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K");
+       "' is not one of F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4");
 }
 
 // llama.cpp's --outtype auto: BF16 when the first matrix is BF16, else F16.
@@ -62,8 +62,9 @@ QType type_of(const PlannedTensor& tensor, QType type, QType expert_type) {
 }
 
 // general.file_type: llama.cpp's LlamaFileType of the requested type (a k-quant with nothing
-// mixed in is the _S variant's number).
-uint32_t file_type_of(QType type) {
+// mixed in is the _S variant's number; MXFP4 experts are MOSTLY_MXFP4_MOE whatever the rest).
+uint32_t file_type_of(QType type, QType expert_type) {
+  if (expert_type == QType::MXFP4) return 38;
   switch (type) {
     case QType::F32:
       return 0;
@@ -253,7 +254,7 @@ void convert_hf_snapshot(const std::string& hf_dir, const std::string& out_path,
     if (named || entry.key != "general.architecture") continue;
     named = true;  // the general.* keys llama.cpp writes right after the architecture
     writer.add_metadata("general.name", MetaValue::string(model_name(hf_dir)));
-    writer.add_metadata("general.file_type", MetaValue::scalar(file_type_of(type)));
+    writer.add_metadata("general.file_type", MetaValue::scalar(file_type_of(type, expert_type)));
     writer.add_metadata("general.quantization_version", MetaValue::scalar(uint32_t(2)));
   }
 

@@ -273,6 +273,8 @@ def quantized(snapshots, tmp_path_factory):
     made["moe"] = convert(snapshots["qwen3moe"], root / "moe.gguf", "--type", "Q6_K",
                           "--expert-type", "Q4_K")
     made["moe-q5k"] = convert(snapshots["qwen3moe"], root / "moe-q5k.gguf", "--type", "Q5_K")
+    made["moe-mxfp4"] = convert(snapshots["qwen3moe"], root / "moe-mxfp4.gguf", "--type", "Q8_0",
+                                "--expert-type", "MXFP4")
     return made
 
 
@@ -358,7 +360,23 @@ def test_llama_cpp_agrees_with_sluice(llama_cpp, converted, name):
     assert worst <= LLAMACPP_TOLERANCE
 
 
-@pytest.mark.parametrize("asked", list(QUANTIZED) + ["moe", "moe-q5k"])
+def test_mxfp4_experts_are_gguf_py_bytes(converted, quantized):
+    """--expert-type MXFP4 (gpt-oss's expert format; llama-quantize's MXFP4_MOE): the expert
+    stacks are byte for byte gguf-py's MXFP4 quantization of the F32 conversion's rows, the
+    other matrices Q8_0, and the file type says MOSTLY_MXFP4_MOE (38)."""
+    from gguf.quants import quantize
+    fields, tensors = read(quantized["moe-mxfp4"])
+    _, f32 = read(converted["qwen3moe"])
+    assert fields["general.file_type"] == 38
+    assert tensors["blk.0.attn_q.weight"].tensor_type.name == "Q8_0"
+    for part in ("gate", "up", "down"):
+        name = f"blk.1.ffn_{part}_exps.weight"
+        assert tensors[name].tensor_type.name == "MXFP4", name
+        want = quantize(np.array(f32[name].data), gguf.GGMLQuantizationType.MXFP4)
+        np.testing.assert_array_equal(np.array(tensors[name].data).reshape(want.shape), want, name)
+
+
+@pytest.mark.parametrize("asked", list(QUANTIZED) + ["moe", "moe-q5k", "moe-mxfp4"])
 def test_llama_cpp_agrees_on_quantized_files(llama_cpp, quantized, asked):
     lib = llama_cpp.Llama()
     with lib.load(quantized[asked]) as model:
