@@ -123,6 +123,10 @@ class TensorProducer {
         dequantize_row(range.scale->type, snapshot_.tensor_bytes(*range.scale).data(),
                        scales.data(), int64_t(scales.size()));
       }
+      if (range.transpose) {
+        emit_transposed(range, bytes, scales, emit);
+        continue;
+      }
       for (uint64_t first = 0; first < range.n_rows; first += chunk_rows) {
         const uint64_t n = std::min(chunk_rows, range.n_rows - first);
         floats.resize(n * row_len);
@@ -132,8 +136,9 @@ class TensorProducer {
           dequantize_row(range.tensor.type, bytes.data() + src_row * in_row_bytes,
                          floats.data() + r * row_len, int64_t(row_len));
           if (range.scale) {
-            convert::scale_fp8_row(scales.data(), int64_t(range.scale->ne[0]), fp8_block_, src_row,
-                                   floats.data() + r * row_len, int64_t(row_len));
+            convert::scale_fp8_row(scales.data(), int64_t(range.scale->ne[0]), fp8_block_,
+                                   range.scale_row0 + src_row, floats.data() + r * row_len,
+                                   int64_t(row_len));
           }
         }
         finish_numbers(floats);
@@ -150,6 +155,35 @@ class TensorProducer {
   }
 
  private:
+  // A whole (small) 2-D tensor written transposed: its columns become the output rows.
+  void emit_transposed(const convert::RowRange& range, std::span<const uint8_t> bytes,
+                       const std::vector<float>& scales, const GgufWriter::Emit& emit) const {
+    const uint64_t cols = range.tensor.ne[0], rows = range.tensor.n_rows();
+    const uint64_t in_row_bytes = *row_bytes(range.tensor.type, cols);
+    std::vector<float> source(rows * cols), floats(rows * cols);
+    for (uint64_t r = 0; r < rows; ++r) {
+      dequantize_row(range.tensor.type, bytes.data() + r * in_row_bytes, source.data() + r * cols,
+                     int64_t(cols));
+      if (range.scale) {
+        convert::scale_fp8_row(scales.data(), int64_t(range.scale->ne[0]), fp8_block_,
+                               range.scale_row0 + r, source.data() + r * cols, int64_t(cols));
+      }
+    }
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t c = 0; c < cols; ++c) floats[c * rows + r] = source[r * cols + c];
+    }
+    const uint64_t out_row_bytes = *row_bytes(type_, rows);
+    std::vector<uint8_t> out(cols * out_row_bytes);
+    pool_.parallel_for(0, int64_t(cols), 8, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        quantize_row(type_, floats.data() + r * int64_t(rows), out.data() + r * out_row_bytes,
+                     int64_t(rows));
+      }
+    });
+    emit(out);
+    on_bytes_(out.size());
+  }
+
   // llama.cpp's LlamaModel.permute: within each head, HF row t * half + j becomes row 2 j + t.
   uint64_t source_row(uint64_t row, uint64_t n_rows) const {
     if (tensor_.permute_heads == 0 || tensor_.ne.size() < 2) return row;
@@ -193,6 +227,13 @@ void check_rows(const ModelFile& snapshot, const PlannedTensor& tensor) {
     if (!plain && !(source.type == QType::F8_E4M3 && range.scale)) {
       fail("safetensors: ", snapshot.display_name(), ": tensor '", source.name, "' is ",
            qtype_name(source.type), " (F32, F16, BF16 and block-scaled F8_E4M3 weights convert)");
+    }
+    if (range.transpose) {
+      if (source.n_dims != 2 || source.n_rows() != tensor.ne[0] || range.n_rows != source.ne[0]) {
+        fail("convert: ", tensor.name, ": '", source.name, "' does not transpose into its rows");
+      }
+      total += range.n_rows;
+      continue;
     }
     if (source.ne[0] != tensor.ne[0]) {
       fail("safetensors: ", snapshot.display_name(), ": tensor '", source.name, "' rows of ",

@@ -1,6 +1,7 @@
 // FP8 block-scaled weights for convert: config, companion scales, and the scaling of rows.
 #include "runtime/hf_convert_fp8.h"
 
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -41,7 +42,8 @@ bool is_fp8_scale_name(std::string_view hf_name) {
 }
 
 void attach_fp8_scales(const ModelFile& snapshot, const std::string& hf_dir, Plan& plan) {
-  // Planned ranges carry renamed copies of the snapshot's tensors: find the originals by place.
+  // Planned ranges carry renamed copies of the snapshot's tensors, or row slices of them
+  // (deepseek's kv_b_proj per head, a fused gate_up per expert): find the weight by place.
   std::map<std::pair<uint32_t, uint64_t>, const TensorInfo*> by_place;
   for (const TensorInfo& tensor : snapshot.tensors()) {
     if (tensor.type == QType::F8_E4M3) by_place[{tensor.file_index, tensor.offset}] = &tensor;
@@ -55,19 +57,22 @@ void attach_fp8_scales(const ModelFile& snapshot, const std::string& hf_dir, Pla
   for (PlannedTensor& planned : plan.tensors) {
     for (RowRange& range : planned.rows) {
       if (range.tensor.type != QType::F8_E4M3) continue;
-      const auto found = by_place.find({range.tensor.file_index, range.tensor.offset});
-      if (found == by_place.end() || found->second->n_bytes != range.tensor.n_bytes) {
-        fail("convert: ", planned.name, ": an FP8 weight that is part of a fused tensor (",
-             range.tensor.name, ") is not supported");
+      auto found = by_place.upper_bound({range.tensor.file_index, range.tensor.offset});
+      const TensorInfo* weight = found == by_place.begin() ? nullptr : std::prev(found)->second;
+      const uint64_t start = weight ? range.tensor.offset - weight->offset : 0;
+      if (weight == nullptr || weight->file_index != range.tensor.file_index ||
+          start + range.tensor.n_bytes > weight->n_bytes || weight->ne[0] != range.tensor.ne[0] ||
+          start % weight->ne[0] != 0) {
+        fail("convert: ", planned.name, ": '", range.tensor.name,
+             "' is not whole rows of one FP8 weight");
       }
-      const TensorInfo& weight = *found->second;
-      const std::string scale_name = weight.name + "_scale_inv";
+      const std::string scale_name = weight->name + "_scale_inv";
       const TensorInfo* scale = snapshot.find_tensor(scale_name);
       if (scale == nullptr) {
-        fail("safetensors: ", snapshot.display_name(), ": FP8 tensor '", weight.name, "' has no '",
+        fail("safetensors: ", snapshot.display_name(), ": FP8 tensor '", weight->name, "' has no '",
              scale_name, "'");
       }
-      const uint64_t rows = weight.n_rows(), cols = weight.ne[0];
+      const uint64_t rows = weight->n_rows(), cols = weight->ne[0];
       const uint64_t want_rows = (rows + uint64_t(block->rows) - 1) / uint64_t(block->rows);
       const uint64_t want_cols = (cols + uint64_t(block->cols) - 1) / uint64_t(block->cols);
       const bool floats =
@@ -78,6 +83,7 @@ void attach_fp8_scales(const ModelFile& snapshot, const std::string& hf_dir, Pla
              " over [", rows, ", ", cols, "])");
       }
       range.scale = *scale;
+      range.scale_row0 = start / weight->ne[0];  // e4m3: one byte per element
     }
   }
 }

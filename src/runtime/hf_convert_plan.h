@@ -1,6 +1,6 @@
 // The plan of one `sluice convert`: the GGUF's metadata and, for each GGUF tensor, which rows
 // of which snapshot tensors make it and how llama.cpp's converter changes their numbers. Built
-// by the family code (hf_convert_plan.cpp, hf_convert_moe.cpp) and the vocabulary code; carried
+// by the family code (hf_convert_plan.cpp) and the vocabulary code; carried
 // out by hf_convert.cpp. Knows no output types and writes nothing.
 #pragma once
 
@@ -26,6 +26,10 @@ struct RowRange {
   uint64_t n_rows = 0;
   // An FP8 weight's block scales ("<name>_scale_inv"; hf_convert_fp8.h), else nullopt.
   std::optional<TensorInfo> scale = std::nullopt;
+  uint64_t scale_row0 = 0;  // where `tensor` starts among the scaled weight's rows (a slice)
+  // The whole 2-D tensor written transposed: its ne[0] columns become n_rows rows of its
+  // rows' count (deepseek's attn_k_b from the K rows of kv_b_proj).
+  bool transpose = false;
 };
 
 // What llama.cpp's converter keeps in F32 whatever the requested type.
@@ -53,11 +57,8 @@ struct Plan {
 };
 
 // The model part of the plan from the snapshot catalogue `snapshot`, whose sources the planned
-// tensors' file indices refer to: families llama, qwen2, qwen3, gemma3 and qwen3moe.
+// tensors' file indices refer to: every family model/hf_snapshot.h translates.
 Plan plan_model(const ModelFile& snapshot, const std::string& hf_dir);
-
-// qwen3moe (hf_convert_moe.cpp).
-Plan plan_qwen3moe(const ModelFile& snapshot, const std::string& hf_dir);
 
 // Appends the tokenizer.ggml.* keys from hf_dir's tokenizer.json (+ tokenizer_config.json).
 void add_vocabulary(const std::string& hf_dir, Plan& plan);

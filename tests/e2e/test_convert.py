@@ -1,6 +1,6 @@
 """`sluice convert`: a Hugging Face snapshot becomes a GGUF with llama.cpp's names, keys and
-numbers. The tiny snapshots of tools/tiny_hf_models.py (and a tiny qwen3moe made here, per expert
-and fused as transformers 5 saves it) are converted; Sluice must compute the same logits from the
+numbers. The tiny snapshots of tools/tiny_hf_models.py (dense and MoE, and a tiny qwen3moe made
+here, per expert and fused as transformers 5 saves it) are converted; Sluice must compute the same logits from the
 GGUF as from the snapshot, llama.cpp (xllamacpp, when installed) the same as Sluice, and bad
 snapshots are refused with one line and no output file."""
 import json
@@ -22,6 +22,10 @@ if not SLUICE_BIN:
 gguf = pytest.importorskip("gguf")
 
 DENSE = ["llama", "llama31", "qwen2", "qwen3", "gemma3"]
+# The MoE snapshots of tools/tiny_hf_models.py: llama.cpp's per-expert stacks, mixtral as llama
+# (Q/K permuted), glm4moe's partial rotary and shared experts, deepseek3's MLA (kv_b_proj split
+# into attn_k_b, transposed per head, and attn_v_b).
+MOE = ["mixtral", "olmoe", "glm4moe", "deepseek3"]
 PROMPT = tiny_hf_models.PROMPT
 # F32 in, F32 out: the snapshot and the GGUF run the same kernels on the same floats (qwen2 and
 # qwen3 bit-identical), except llama's Q/K rows, permuted by the converter and rotated pairwise
@@ -137,7 +141,7 @@ def write_llama_with_biases(out):
 def snapshots(tmp_path_factory):
     root = tmp_path_factory.mktemp("convert_hf")
     made = {}
-    for name in DENSE:
+    for name in DENSE + MOE:
         tiny_hf_models.write_snapshot(name, root / name)
         made[name] = root / name
     made["llama-bias"] = write_llama_with_biases(root / "llama-bias")
@@ -154,7 +158,7 @@ def converted(snapshots, tmp_path_factory):
             for name, path in snapshots.items()}
 
 
-@pytest.mark.parametrize("name", DENSE + ["llama-bias"])
+@pytest.mark.parametrize("name", DENSE + MOE + ["llama-bias"])
 def test_f32_gguf_computes_what_the_snapshot_computes(snapshots, converted, name):
     want = sluice_logits(snapshots[name])
     got = sluice_logits(converted[name])
@@ -164,7 +168,7 @@ def test_f32_gguf_computes_what_the_snapshot_computes(snapshots, converted, name
     assert worst <= (GEMMA_GGUF_TOLERANCE if name == "gemma3" else F32_TOLERANCE)
 
 
-@pytest.mark.parametrize("name", DENSE)
+@pytest.mark.parametrize("name", DENSE + MOE)
 def test_tensors_equal_gguf_py_reference_conversion(converted, tmp_path, name):
     """tools/tiny_hf_gguf.py writes the same snapshot as llama.cpp's converter would, with gguf-py:
     every tensor must be there with the same bytes."""
@@ -346,7 +350,9 @@ def llama_cpp():
     return llamacpp_oracle
 
 
-@pytest.mark.parametrize("name", DENSE + ["llama-bias", "qwen3moe"])
+# Not olmoe: the tiny snapshot has 4 query heads over 2 KV heads, so its k_norm spans 32 values;
+# llama.cpp's olmoe loader wants n_embd (the real OLMoE is multi-head, where the two agree).
+@pytest.mark.parametrize("name", DENSE + [m for m in MOE if m != "olmoe"] + ["llama-bias", "qwen3moe"])
 def test_llama_cpp_agrees_with_sluice(llama_cpp, converted, name):
     lib = llama_cpp.Llama()
     with lib.load(converted[name]) as model:

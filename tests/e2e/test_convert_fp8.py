@@ -137,6 +137,28 @@ def test_moe_fp8_experts_dequantize_per_expert(tmp_path):
     run("eval", "--model", out, "--tokens", "1,5,9")
 
 
+@pytest.mark.parametrize("name", ["qwen3moe", "deepseek3", "mixtral"])
+def test_fp8_converts_as_its_dequantized_float32_snapshot(tmp_path, name):
+    """Whatever the converter does to a weight — stack experts, permute llama's Q/K rows, cut
+    deepseek's kv_b_proj per head and transpose its K part — an FP8 weight must come out as the
+    float32 snapshot holding ml_dtypes' dequantization of it would."""
+    expected = fp8_snapshot(name, tmp_path / "fp8")
+    plain = tmp_path / "f32"
+    plain.mkdir()
+    for f in ("config.json", "tokenizer.json"):
+        (plain / f).write_text((tmp_path / "fp8" / f).read_text())
+    cfg = json.loads((plain / "config.json").read_text())
+    del cfg["quantization_config"]
+    (plain / "config.json").write_text(json.dumps(cfg))
+    tiny_hf_models.write_safetensors(plain / "model.safetensors", expected, "F32")
+    run("convert", tmp_path / "fp8", "-o", tmp_path / "fp8.gguf", "--type", "F32")
+    run("convert", plain, "-o", tmp_path / "f32.gguf", "--type", "F32")
+    got, want = gguf_tensors(tmp_path / "fp8.gguf"), gguf_tensors(tmp_path / "f32.gguf")
+    assert set(got) == set(want)
+    for tensor_name, values in want.items():
+        np.testing.assert_array_equal(got[tensor_name], values, tensor_name)
+
+
 def test_running_an_fp8_snapshot_directly_is_refused_with_the_way_out(tmp_path):
     fp8_snapshot("qwen3", tmp_path / "qwen3-fp8")
     result = run("eval", "--model", tmp_path / "qwen3-fp8", "--tokens", "1", check=False)
