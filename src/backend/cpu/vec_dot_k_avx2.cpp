@@ -178,7 +178,10 @@ float dot_q5_k(const void* w, const void* x, int64_t n) {
   return hsum_ps(acc) - hsum_ps(acc_min);
 }
 
-// Q6_K values are u - 32 with u in 0..63: u*q8 by maddubs, minus 32*q8 by maddubs.
+// Q6_K values are u - 32 with u in 0..63: u*q8 by maddubs per sub-block, and the -32 folded in
+// per lane pair of sub-blocks through Q8_K's bsums (32 * (bsum[2k] sc[2k] + bsum[2k+1] sc[2k+1])
+// off lane k), as the x86 kernel of llama.cpp b11549 does: the lanes' integers — and so their
+// rounding to float — are llama.cpp's.
 float dot_q6_k(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ6_K*>(w);  // [n / 256]
   const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
@@ -186,6 +189,7 @@ float dot_q6_k(const void* w, const void* x, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const __m128i scales8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[i].scales));
+    const __m256i offset = _mm256_slli_epi32(bsums_dot(xb[i], _mm256_cvtepi8_epi16(scales8)), 5);
     __m256i sumi = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const __m256i ql0 = loadu256(wb[i].ql + 64 * half);
@@ -202,14 +206,11 @@ float dot_q6_k(const void* w, const void* x, int64_t n) {
       for (int k = 0; k < 4; ++k) {
         const int c = 4 * half + k;
         const __m256i q = _mm256_or_si256(lows[k], _mm256_slli_epi16(tops[k], 4));
-        // (u - 32) * q8 in pairs, the -32 applied per pair as ggml's x86 kernel does, so each
-        // lane's integer (and so its rounding to float) is the one llama.cpp gets.
-        const __m256i q8 = loadu256(xb[i].qs + 32 * c);
-        const __m256i pairs = _mm256_sub_epi16(_mm256_maddubs_epi16(q, q8),
-                                               _mm256_maddubs_epi16(_mm256_set1_epi8(32), q8));
+        const __m256i pairs = _mm256_maddubs_epi16(q, loadu256(xb[i].qs + 32 * c));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(pairs, scale_pair16(scales8, c)));
       }
     }
+    sumi = _mm256_sub_epi32(sumi, offset);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(half_to_float(wb[i].d) * xb[i].d),
                           _mm256_cvtepi32_ps(sumi), acc);
   }
