@@ -79,22 +79,24 @@ uint64_t make_tag(int32_t slot, uint32_t generation, size_t extent) {
 }  // namespace
 
 uint64_t expert_slot_bytes(const ExpertLayout& layout) {
-  uint64_t bytes = 0;
-  for (const ExpertLayerLayout& layer : layout.layers) {
-    uint64_t sum = 0;
-    for (const ExpertTensor& part : layer.parts) {
-      if (part.present()) sum += align_up(part.expert_bytes) + kAlign;
-    }
-    bytes = std::max(bytes, sum);
-  }
-  return bytes;
+  const SlotClasses classes = slot_classes(layout);
+  return classes.classes.empty() ? 0 : classes.classes.back().slot_bytes;
+}
+
+int64_t expert_cache_floor(const ExpertLayout& layout) {
+  return layout.n_expert_used * int64_t(slot_classes(layout).classes.size());
 }
 
 ExpertCache::ExpertCache(const ExpertLayout& layout, const ExpertCacheOptions& options)
-    : layout_(layout), options_(options), stats_(layout.layers.size()) {
-  if (options.n_slots < layout.n_expert_used) {
-    fail("expert cache: ", options.n_slots, " slots is below the floor of ", layout.n_expert_used,
-         " (the experts one token uses in a layer)");
+    : layout_(layout),
+      options_(options),
+      classes_(slot_classes(layout)),
+      stats_(layout.layers.size()) {
+  const int64_t floor = layout.n_expert_used * int64_t(classes_.classes.size());
+  if (options.n_slots < floor) {
+    fail("expert cache: ", options.n_slots, " slots is below the floor of ", floor,
+         " (the experts one token uses in a layer",
+         classes_.classes.size() > 1 ? ", for each expert size" : "", ")");
   }
   io_ = make_io_engine(options.io_engine, options.queue_depth);
   direct_ = options.direct_io;
@@ -111,18 +113,27 @@ ExpertCache::ExpertCache(const ExpertLayout& layout, const ExpertCacheOptions& o
   }
   // kLruFrequency: each past use (up to four) is worth one token's worth of recency.
   frequency_bonus_ = uint64_t(std::max<int64_t>(layout.n_moe_layers(), 1));
-  slot_bytes_ = expert_slot_bytes(layout);
-  const uint64_t arena_bytes = slot_bytes_ * uint64_t(options.n_slots);
+  const std::vector<int64_t> counts = classes_.split(options.n_slots, layout.n_expert_used);
+  const uint64_t arena_bytes = classes_.bytes(counts);
   arena_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, arena_bytes));
   if (arena_ == nullptr) fail("expert cache: cannot allocate ", arena_bytes, " bytes of slots");
-  slots_.resize(size_t(options.n_slots));
+  class_begin_.push_back(0);
+  max_acquire_ = SIZE_MAX;
+  uint8_t* next = arena_;
+  for (size_t c = 0; c < counts.size(); ++c) {
+    for (int64_t i = 0; i < counts[c]; ++i, next += classes_.classes[c].slot_bytes) {
+      slots_.push_back(Slot{.base = next});
+    }
+    class_begin_.push_back(int32_t(slots_.size()));
+    max_acquire_ = std::min(max_acquire_, size_t(counts[c]));
+  }
   for (const ExpertLayerLayout& l : layout.layers)
     n_expert_max_ = std::max(n_expert_max_, l.n_expert);
   table_.assign(layout.layers.size() * size_t(n_expert_max_), -1);
-  pinned_.reserve(size_t(options.n_slots));
+  pinned_.reserve(slots_.size());
   completions_.resize(size_t(std::max(options.queue_depth, 1)) * kExpertParts);
-  stats_.slots = uint64_t(options.n_slots);
-  stats_.slot_bytes = slot_bytes_;
+  stats_.slots = uint64_t(slots_.size());
+  stats_.slot_bytes = expert_slot_bytes(layout);
 }
 
 ExpertCache::~ExpertCache() {
@@ -134,10 +145,13 @@ int32_t& ExpertCache::slot_of(int64_t layer, int32_t expert) {
   return table_[size_t(layer * n_expert_max_ + expert)];
 }
 
-int32_t ExpertCache::find_victim(bool for_demand) {
+// A slot of the layer's size class to (re)use: an empty one, else for a need a guess whose read
+// has not started, else the least valuable slot that is neither pinned nor being read.
+int32_t ExpertCache::find_victim(int64_t layer, bool for_demand) {
+  const int32_t c = classes_.class_of_layer[size_t(layer)];
   int32_t best = -1;
   uint64_t best_score = UINT64_MAX;
-  for (size_t i = 0; i < slots_.size(); ++i) {
+  for (size_t i = size_t(class_begin_[size_t(c)]); i < size_t(class_begin_[size_t(c) + 1]); ++i) {
     const Slot& slot = slots_[i];
     if (slot.state == SlotState::kEmpty) return int32_t(i);
     if (slot.pins > 0 || slot.state == SlotState::kLoading) continue;
@@ -168,7 +182,7 @@ void ExpertCache::forget(int32_t s) {
       ++stats_.per_layer[size_t(slot.layer)].evictions;
     }
   }
-  slot = Slot{.generation = slot.generation + 1};
+  slot = Slot{.generation = slot.generation + 1, .base = slot.base};
 }
 
 void ExpertCache::note_io_busy() {
@@ -198,7 +212,7 @@ void ExpertCache::submit_reads(int32_t s, IoPriority priority) {
   ++stats_.last_step.experts_read;
   ++stats_.per_layer[size_t(slot.layer)].experts_read;
   if (slot.speculative) ++stats_.last_step.speculative_reads;
-  uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+  uint8_t* base = slot.base;
   for (size_t i = 0; i < n; ++i) {
     const Extent& e = extents[i];
     File& file = files_[e.file_index];
@@ -273,14 +287,14 @@ void ExpertCache::acquire(int64_t layer, std::span<const int32_t> ids) {
         ++stats_.last_step.speculative_used;
       }
     } else {
-      s = find_victim(true);
+      s = find_victim(layer, true);
       while (s < 0) {
         if (io_->pending() == 0) {
-          fail("expert cache: all ", slots_.size(), " slots are pinned (layer ", layer,
-               " needs more at once)");
+          fail("expert cache: all slots of layer ", layer, "'s size are pinned (it needs more at",
+               " once)");
         }
         reap(1);
-        s = find_victim(true);
+        s = find_victim(layer, true);
       }
       assign(s, layer, id, /*speculative=*/false);
       submit_reads(s, IoPriority::kDemand);
@@ -321,7 +335,7 @@ ExpertWeights ExpertCache::wait(int64_t layer, int32_t id) {
          layout_.files[first.file_index]->path(), ": ", std::strerror(error));
   }
   const ExpertLayerLayout& l = layout_.layers[size_t(layer)];
-  const uint8_t* base = arena_ + uint64_t(s) * slot_bytes_;
+  const uint8_t* base = slot.base;
   ExpertWeights weights;
   for (size_t p = 0; p < kExpertParts; ++p) {
     const ExpertTensor& part = l.parts[p];
@@ -356,7 +370,7 @@ void ExpertCache::prefetch(int64_t layer, std::span<const int32_t> ids) {
   drop_stale_speculation(layer);
   for (const int32_t id : ids) {
     if (slot_of(layer, id) >= 0) continue;
-    const int32_t s = find_victim(false);
+    const int32_t s = find_victim(layer, false);
     if (s < 0) break;  // every slot busy: guesses never wait
     assign(s, layer, id, /*speculative=*/true);
     spec_queue_.push_back(s);

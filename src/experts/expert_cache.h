@@ -1,6 +1,7 @@
 // ExpertCache: the ExpertSource of a model whose routed experts stream from disk. A fixed pool
 // of slots in RAM (each holds one expert: all its parts, read as 4 KiB-aligned extents so
-// O_DIRECT works), a table from (layer, expert) to slot, and an IoEngine that reads misses at
+// O_DIRECT works; one pool per slot size when layers store their experts in different types,
+// slot_classes.h), a table from (layer, expert) to slot, and an IoEngine that reads misses at
 // queue depth. A slot in use (pinned between acquire and release) or being read is never
 // evicted. Demand reads go to the engine at once; speculative ones wait in the cache's own queue
 // until no demand read is in flight (and the engine has a free place), so guesses read while
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "experts/expert_source.h"
+#include "experts/slot_classes.h"
 #include "io/io_engine.h"
 
 namespace sluice::experts {
@@ -24,7 +26,7 @@ enum class EvictionPolicy : uint8_t {
 };
 
 struct ExpertCacheOptions {
-  int64_t n_slots = 0;  // >= the floor: n_expert_used
+  int64_t n_slots = 0;  // >= the floor: n_expert_used per slot size class
   IoEngineKind io_engine = IoEngineKind::kAuto;
   int queue_depth = 32;
   bool direct_io = true;  // O_DIRECT; falls back to buffered reads where the file system refuses
@@ -32,9 +34,12 @@ struct ExpertCacheOptions {
   EvictionPolicy policy = EvictionPolicy::kLruFrequency;
 };
 
-// Bytes of one slot for this layout: every part of the largest expert with room to read each
-// part's 4 KiB-aligned enclosing extent.
+// Bytes of the largest slot for this layout: every part of the largest expert with room to read
+// each part's 4 KiB-aligned enclosing extent.
 uint64_t expert_slot_bytes(const ExpertLayout& layout);
+
+// The floor of a cache for this layout: one token's experts of one layer, in every size class.
+int64_t expert_cache_floor(const ExpertLayout& layout);
 
 class ExpertCache final : public ExpertSource {
  public:
@@ -47,7 +52,7 @@ class ExpertCache final : public ExpertSource {
   void release(int64_t layer) override;
   void prefetch(int64_t layer, std::span<const int32_t> ids) override;
   bool wants_prefetch() const override { return options_.prefetch; }
-  size_t max_acquire() const override { return size_t(options_.n_slots); }
+  size_t max_acquire() const override { return max_acquire_; }
   void end_step() override;
   const ExpertStats& stats() const override { return stats_; }
 
@@ -69,11 +74,12 @@ class ExpertCache final : public ExpertSource {
     uint64_t last_use = 0;
     uint32_t uses = 0;
     uint32_t generation = 0;  // tags completions, so a reused slot ignores nothing stale
+    uint8_t* base = nullptr;  // its bytes in the arena
     std::array<uint64_t, kExpertParts> part_offset{};  // of each part inside the slot
   };
 
   int32_t& slot_of(int64_t layer, int32_t expert);
-  int32_t find_victim(bool for_demand);
+  int32_t find_victim(int64_t layer, bool for_demand);
   void assign(int32_t slot, int64_t layer, int32_t expert, bool speculative);
   void submit_reads(int32_t slot, IoPriority priority);
   void pump_speculation();
@@ -87,8 +93,10 @@ class ExpertCache final : public ExpertSource {
   std::unique_ptr<IoEngine> io_;
   std::vector<File> files_;  // the layout's files opened for streaming (O_DIRECT if allowed)
   bool direct_ = false;
-  uint64_t slot_bytes_ = 0;
-  uint8_t* arena_ = nullptr;  // [n_slots, slot_bytes], 4 KiB aligned
+  SlotClasses classes_;
+  std::vector<int32_t> class_begin_;  // [n_classes + 1]: class c's slots are [begin[c], begin[c+1])
+  size_t max_acquire_ = 0;            // the smallest class's slot count
+  uint8_t* arena_ = nullptr;          // every slot, class by class, 4 KiB aligned
   std::vector<Slot> slots_;
   std::vector<int32_t> table_;  // [n_layer, n_expert_max] -> slot or -1
   int64_t n_expert_max_ = 0;

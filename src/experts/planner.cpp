@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "experts/expert_cache.h"
+#include "experts/slot_classes.h"
 
 namespace sluice::experts {
 namespace {
@@ -91,29 +92,58 @@ Placement plan_placement(const ExpertLayout& layout, const PlacementRequest& r) 
     return plan;
   }
   plan.stream = true;
+  const SlotClasses classes = slot_classes(layout);
   int64_t total_experts = 0;
-  for (const ExpertLayerLayout& l : layout.layers) total_experts += l.n_expert;
+  for (const SlotClass& c : classes.classes) total_experts += c.n_experts;
+  const int64_t floor = layout.n_expert_used * int64_t(classes.classes.size());
+  const auto bytes_of = [&](int64_t n_slots) {
+    return n_slots < floor ? uint64_t(n_slots) * plan.slot_bytes
+                           : classes.bytes(classes.split(n_slots, layout.n_expert_used));
+  };
   const uint64_t room = plan.budget - plan.resident_bytes;
-  const int64_t fit = int64_t(room / plan.slot_bytes);
+  // The most slots whose pools fit the room (the bytes grow with the count).
+  int64_t fit = 0;
+  for (int64_t lo = 0, hi = total_experts; lo <= hi;) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (bytes_of(mid) <= room) {
+      fit = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
   // More slots than experts would never be used.
   plan.n_slots = std::min(r.n_slots != 0 ? r.n_slots : fit, total_experts);
   say(r.force_stream ? "streaming routed experts (--stream-experts)"
                      : "streaming routed experts: they do not fit beside the resident part");
-  say("expert cache: ", plan.n_slots, " slots of ", format_bytes(plan.slot_bytes), " = ",
-      format_bytes(uint64_t(plan.n_slots) * plan.slot_bytes),
-      r.n_slots != 0 ? " (--expert-cache)" : " (what the budget leaves)", "; the floor is ",
-      layout.n_expert_used, " (one token's experts of one layer); ", total_experts,
-      " experts in all");
+  const uint64_t cache_bytes = bytes_of(plan.n_slots);
+  if (classes.classes.size() == 1) {
+    say("expert cache: ", plan.n_slots, " slots of ", format_bytes(plan.slot_bytes), " = ",
+        format_bytes(cache_bytes),
+        r.n_slots != 0 ? " (--expert-cache)" : " (what the budget leaves)", "; the floor is ",
+        floor, " (one token's experts of one layer); ", total_experts, " experts in all");
+  } else {
+    say("expert cache: ", plan.n_slots, " slots = ", format_bytes(cache_bytes),
+        r.n_slots != 0 ? " (--expert-cache)" : " (what the budget leaves)", "; the floor is ",
+        floor, " (one token's experts of one layer, for each of ", classes.classes.size(),
+        " expert sizes); ", total_experts, " experts in all");
+    if (plan.n_slots >= floor) {
+      const std::vector<int64_t> counts = classes.split(plan.n_slots, layout.n_expert_used);
+      for (size_t c = 0; c < counts.size(); ++c) {
+        say("  ", counts[c], " slots of ", format_bytes(classes.classes[c].slot_bytes), " for the ",
+            classes.classes[c].n_layers, " layers whose experts take that size");
+      }
+    }
+  }
   if (plan.n_slots > fit) {
-    fail("--expert-cache ", r.n_slots, " needs ",
-         format_bytes(uint64_t(plan.n_slots) * plan.slot_bytes), " but the budget ",
+    fail("--expert-cache ", r.n_slots, " needs ", format_bytes(cache_bytes), " but the budget ",
          format_bytes(plan.budget), " leaves ", format_bytes(room), " after the resident part (",
          fit, " slots)");
   }
-  if (plan.n_slots < layout.n_expert_used) {
+  if (plan.n_slots < floor) {
     fail("the expert cache does not fit: the budget ", format_bytes(plan.budget), " leaves ",
-         format_bytes(room), " after the resident part, room for ", fit, " slots of ",
-         format_bytes(plan.slot_bytes), ", below the floor of ", layout.n_expert_used);
+         format_bytes(room), " after the resident part, room for ", fit,
+         " slots, below the floor of ", floor);
   }
   return plan;
 }

@@ -12,6 +12,7 @@
 
 The base model is `sluice synth --geometry tiny-moe` (qwen3moe, Q4_K experts), so this always runs.
 """
+import json
 import os
 import subprocess
 
@@ -129,3 +130,44 @@ def test_per_expert_down_scales_equal_scaled_weights(plain, tmp_path):
     streamed = evaluate(scaled, tmp_path, "scaled-streamed",
                         ["--stream-experts", "--expert-cache", str(floor_of(scaled))])
     assert streamed == expected
+
+
+def test_layers_of_mixed_expert_types_share_the_cache_by_size(plain, tmp_path):
+    """A "boosted layer" mix: layer 0's experts Q8_0 (requantized with gguf-py), the others Q4_K.
+    The cache keeps one pool per slot size; streamed at its floor (one token's experts in each
+    pool) and at twice it, the logits equal the resident ones bit for bit, and the bytes it says
+    it read are each layer's misses times that layer's expert size."""
+    from gguf.quants import dequantize, quantize
+    q8 = gguf.GGMLQuantizationType.Q8_0
+
+    def boost_layer_0(name, tensor):
+        if name.startswith("blk.0.") and "_exps." in name:
+            values = dequantize(tensor.data, tensor.tensor_type)
+            return [(name, quantize(values, q8), q8)]
+        return [(name, tensor.data, tensor.tensor_type)]
+
+    mixed = tmp_path / "mixed.gguf"
+    rewrite(plain, mixed, boost_layer_0)
+    reader = gguf.GGUFReader(mixed)
+    expert_bytes = {}
+    for t in reader.tensors:
+        if "_exps." in t.name:
+            layer = int(t.name.split(".")[1])
+            expert_bytes[layer] = expert_bytes.get(layer, 0) + int(t.n_bytes) // int(t.shape[-1])
+    assert len(set(expert_bytes.values())) == 2
+
+    explain = run(["eval", "--model", mixed, "--tokens", "1", "--stream-experts", "--explain"])
+    assert "for each of 2 expert sizes" in explain.stderr.decode()
+    floor = floor_of(mixed)
+    resident = evaluate(mixed, tmp_path, "resident")
+    for slots in (floor, 2 * floor):
+        stats = tmp_path / f"stats-{slots}.json"
+        streamed = evaluate(mixed, tmp_path, f"streamed-{slots}",
+                            ["--stream-experts", "--expert-cache", str(slots), "--no-prefetch",
+                             "--stats-json", stats])
+        assert streamed == resident, f"{slots} slots"
+        counters = json.loads(stats.read_text())
+        want = sum(m * expert_bytes[layer] for layer, m in enumerate(counters["layer_misses"])
+                   if layer in expert_bytes)
+        assert counters["bytes_read"] == want
+        assert counters["experts_read"] == sum(counters["layer_misses"])
