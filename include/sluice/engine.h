@@ -30,7 +30,8 @@ struct ModelOptions {
   int io_queue_depth = 32;         // reads in flight at once
   bool direct_io = true;           // O_DIRECT (buffered where the file system refuses it)
   bool prefetch_experts = true;    // speculative reads of the next layer's likely experts
-  std::string expert_eviction = "lru-frequency";  // or "lru"
+  std::string expert_eviction = "lru-frequency";  // or "lru", "next-layer"
+  std::string expert_pools = "size";              // one cache pool per expert size, or "layer"
 };
 
 // What the expert path did since the model was loaded (MoE models only).
@@ -190,7 +191,8 @@ class Session {
   // Makes this session hold the first `n_tokens` committed tokens of `other` and their cached
   // keys and values, as if it had evaluated them (a shared system prompt, without evaluating it
   // again). Throws when the sessions differ in model, context, batch or KV type, or `other` no
-  // longer holds those positions (a sliding-window ring overwrote them).
+  // longer holds those positions (a sliding-window ring overwrote them, or the model has
+  // recurrent layers, whose state holds all of `other`'s tokens, and n_tokens is fewer).
   void copy_prefix_from(const Session& other, int64_t n_tokens);
   const std::vector<int32_t>& tokens() const;  // committed ids, in order
   int64_t n_ctx() const;

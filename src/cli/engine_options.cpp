@@ -54,7 +54,11 @@ void add_engine_options(CLI::App& app, EngineArgs& args) {
   app.add_flag("--no-prefetch", args.no_prefetch,
                "No speculative reads of the next layer's experts");
   app.add_option("--expert-eviction", args.eviction, "Which cached expert a miss replaces")
-      ->check(CLI::IsMember({"lru", "lru-frequency"}))
+      ->check(CLI::IsMember({"lru", "lru-frequency", "next-layer"}))
+      ->capture_default_str();
+  app.add_option("--expert-pools", args.pools,
+                 "Expert cache pools: one per expert size, or one per layer")
+      ->check(CLI::IsMember({"size", "layer"}))
       ->capture_default_str();
   app.add_flag("--explain", args.explain, "Print where the model's bytes go, and why");
   app.add_option("--stats-json", args.stats_json, "Write the expert path's counters to this file");
@@ -96,6 +100,7 @@ ModelOptions model_options(const EngineArgs& args) {
   options.direct_io = !args.buffered_io;
   options.prefetch_experts = !args.no_prefetch;
   options.expert_eviction = args.eviction;
+  options.expert_pools = args.pools;
   return options;
 }
 

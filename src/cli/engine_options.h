@@ -25,6 +25,7 @@ struct EngineArgs {
   bool buffered_io = false;
   bool no_prefetch = false;
   std::string eviction = "lru-frequency";
+  std::string pools = "size";
   bool explain = false;
   std::string stats_json;  // write the expert telemetry here at exit
 };

@@ -83,20 +83,19 @@ uint64_t expert_slot_bytes(const ExpertLayout& layout) {
   return classes.classes.empty() ? 0 : classes.classes.back().slot_bytes;
 }
 
-int64_t expert_cache_floor(const ExpertLayout& layout) {
-  return layout.n_expert_used * int64_t(slot_classes(layout).classes.size());
-}
-
 ExpertCache::ExpertCache(const ExpertLayout& layout, const ExpertCacheOptions& options)
     : layout_(layout),
       options_(options),
-      classes_(slot_classes(layout)),
+      classes_(slot_classes(layout, options.per_layer_pools)),
       stats_(layout.layers.size()) {
   const int64_t floor = layout.n_expert_used * int64_t(classes_.classes.size());
   if (options.n_slots < floor) {
     fail("expert cache: ", options.n_slots, " slots is below the floor of ", floor,
          " (the experts one token uses in a layer",
-         classes_.classes.size() > 1 ? ", for each expert size" : "", ")");
+         options.per_layer_pools       ? ", for each layer"
+         : classes_.classes.size() > 1 ? ", for each expert size"
+                                       : "",
+         ")");
   }
   io_ = make_io_engine(options.io_engine, options.queue_depth);
   direct_ = options.direct_io;
@@ -162,8 +161,16 @@ int32_t ExpertCache::find_victim(int64_t layer, bool for_demand) {
       continue;
     }
     uint64_t score = slot.last_use;
-    if (options_.policy == EvictionPolicy::kLruFrequency)
+    if (options_.policy != EvictionPolicy::kLru)
       score += std::min<uint32_t>(slot.uses, 4) * frequency_bonus_;
+    if (options_.policy == EvictionPolicy::kNextLayer) {
+      // Layers until this slot's layer runs again: the layer now acquiring (its unpinned
+      // experts are next needed a whole token later) is furthest, the next layer nearest.
+      const int64_t n = int64_t(layout_.layers.size());
+      int64_t until = (slot.layer - layer + n) % n;
+      if (until == 0) until = n;
+      score += uint64_t(n - until) << 40;  // first by that distance, then by recency and use
+    }
     if (score < best_score) {
       best_score = score;
       best = int32_t(i);

@@ -23,6 +23,8 @@ namespace sluice::experts {
 enum class EvictionPolicy : uint8_t {
   kLru,           // least recently used
   kLruFrequency,  // least recently used, with each past use worth some recency (capped)
+  kNextLayer,     // the expert whose layer runs again last (layers run in order, token after
+                  // token), ties by kLruFrequency
 };
 
 struct ExpertCacheOptions {
@@ -32,14 +34,12 @@ struct ExpertCacheOptions {
   bool direct_io = true;  // O_DIRECT; falls back to buffered reads where the file system refuses
   bool prefetch = true;   // act on prefetch hints
   EvictionPolicy policy = EvictionPolicy::kLruFrequency;
+  bool per_layer_pools = false;  // one pool per layer instead of one per expert size
 };
 
 // Bytes of the largest slot for this layout: every part of the largest expert with room to read
 // each part's 4 KiB-aligned enclosing extent.
 uint64_t expert_slot_bytes(const ExpertLayout& layout);
-
-// The floor of a cache for this layout: one token's experts of one layer, in every size class.
-int64_t expert_cache_floor(const ExpertLayout& layout);
 
 class ExpertCache final : public ExpertSource {
  public:

@@ -92,7 +92,7 @@ Placement plan_placement(const ExpertLayout& layout, const PlacementRequest& r) 
     return plan;
   }
   plan.stream = true;
-  const SlotClasses classes = slot_classes(layout);
+  const SlotClasses classes = slot_classes(layout, r.per_layer_pools);
   int64_t total_experts = 0;
   for (const SlotClass& c : classes.classes) total_experts += c.n_experts;
   const int64_t floor = layout.n_expert_used * int64_t(classes.classes.size());
@@ -117,7 +117,7 @@ Placement plan_placement(const ExpertLayout& layout, const PlacementRequest& r) 
   say(r.force_stream ? "streaming routed experts (--stream-experts)"
                      : "streaming routed experts: they do not fit beside the resident part");
   const uint64_t cache_bytes = bytes_of(plan.n_slots);
-  if (classes.classes.size() == 1) {
+  if (classes.classes.size() == 1 && !r.per_layer_pools) {
     say("expert cache: ", plan.n_slots, " slots of ", format_bytes(plan.slot_bytes), " = ",
         format_bytes(cache_bytes),
         r.n_slots != 0 ? " (--expert-cache)" : " (what the budget leaves)", "; the floor is ",
@@ -126,8 +126,9 @@ Placement plan_placement(const ExpertLayout& layout, const PlacementRequest& r) 
     say("expert cache: ", plan.n_slots, " slots = ", format_bytes(cache_bytes),
         r.n_slots != 0 ? " (--expert-cache)" : " (what the budget leaves)", "; the floor is ",
         floor, " (one token's experts of one layer, for each of ", classes.classes.size(),
-        " expert sizes); ", total_experts, " experts in all");
-    if (plan.n_slots >= floor) {
+        r.per_layer_pools ? " layers, --expert-pools layer" : " expert sizes", "); ", total_experts,
+        " experts in all");
+    if (plan.n_slots >= floor && !r.per_layer_pools) {
       const std::vector<int64_t> counts = classes.split(plan.n_slots, layout.n_expert_used);
       for (size_t c = 0; c < counts.size(); ++c) {
         say("  ", counts[c], " slots of ", format_bytes(classes.classes[c].slot_bytes), " for the ",

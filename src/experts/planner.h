@@ -15,12 +15,13 @@
 namespace sluice::experts {
 
 struct PlacementRequest {
-  uint64_t weight_bytes = 0;   // every tensor of the model file(s)
-  uint64_t kv_bytes = 0;       // the KV cache reserved for one session
-  uint64_t scratch_bytes = 0;  // activations and buffers of one forward
-  uint64_t ram_budget = 0;     // 0: available memory minus headroom
-  bool force_stream = false;   // stream routed experts even when everything fits
-  int64_t n_slots = 0;         // 0: as many as the budget holds
+  uint64_t weight_bytes = 0;     // every tensor of the model file(s)
+  uint64_t kv_bytes = 0;         // the KV cache reserved for one session
+  uint64_t scratch_bytes = 0;    // activations and buffers of one forward
+  uint64_t ram_budget = 0;       // 0: available memory minus headroom
+  bool force_stream = false;     // stream routed experts even when everything fits
+  int64_t n_slots = 0;           // 0: as many as the budget holds
+  bool per_layer_pools = false;  // the cache keeps one pool per layer (else one per expert size)
 };
 
 struct Placement {

@@ -18,9 +18,18 @@ uint64_t layer_slot_bytes(const ExpertLayerLayout& layer) {
   return sum;
 }
 
-SlotClasses slot_classes(const ExpertLayout& layout) {
+SlotClasses slot_classes(const ExpertLayout& layout, bool per_layer) {
   SlotClasses result;
   result.class_of_layer.assign(layout.layers.size(), -1);
+  if (per_layer) {
+    for (size_t il = 0; il < layout.layers.size(); ++il) {
+      const ExpertLayerLayout& layer = layout.layers[il];
+      if (layer.n_expert == 0) continue;
+      result.class_of_layer[il] = int32_t(result.classes.size());
+      result.classes.push_back(SlotClass{layer_slot_bytes(layer), 1, layer.n_expert});
+    }
+    return result;
+  }
   std::vector<uint64_t> sizes;
   for (const ExpertLayerLayout& layer : layout.layers) {
     if (layer.n_expert > 0) sizes.push_back(layer_slot_bytes(layer));

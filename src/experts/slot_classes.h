@@ -22,7 +22,7 @@ struct SlotClass {
 };
 
 struct SlotClasses {
-  std::vector<SlotClass> classes;       // ascending slot_bytes
+  std::vector<SlotClass> classes;       // ascending slot_bytes (per size) or layer order
   std::vector<int32_t> class_of_layer;  // [n_layer]; -1 for a layer without routed experts
 
   // `n_slots` slots shared out in proportion to each class's layers (one token needs the same
@@ -32,6 +32,8 @@ struct SlotClasses {
   uint64_t bytes(const std::vector<int64_t>& counts) const;  // of that many slots per class
 };
 
-SlotClasses slot_classes(const ExpertLayout& layout);
+// One class per distinct slot size, or (per_layer) one per MoE layer: the "per-layer pools"
+// alternative, where a layer's misses only ever evict that layer's experts.
+SlotClasses slot_classes(const ExpertLayout& layout, bool per_layer = false);
 
 }  // namespace sluice::experts

@@ -139,17 +139,23 @@ int64_t uniform_per_layer(const ArchMetadata& meta, std::string_view key, int64_
 
 }  // namespace
 
-DecoderHParams read_decoder_hparams(const ArchMetadata& meta) {
+DecoderHParams read_decoder_hparams(const ArchMetadata& meta, HeadCounts heads) {
   constexpr int64_t kMaxDim = int64_t(1) << 20;
   DecoderHParams hp;
   hp.n_embd = meta.checked("embedding_length", meta.get_int("embedding_length"), 1, kMaxDim);
   hp.n_layer = meta.checked("block_count", meta.get_int("block_count"), 1, 4096);
+  // A file whose every FFN is experts may omit it, as llama.cpp allows (qwen3next): 0 then.
+  const bool all_experts = meta.find_int("expert_count").has_value();
   hp.n_ff = meta.checked("feed_forward_length",
-                         uniform_per_layer(meta, "feed_forward_length", hp.n_layer, std::nullopt),
-                         1, kMaxDim);
-  hp.n_head = meta.checked(
-      "attention.head_count",
-      uniform_per_layer(meta, "attention.head_count", hp.n_layer, std::nullopt), 1, 4096);
+                         uniform_per_layer(meta, "feed_forward_length", hp.n_layer,
+                                           all_experts ? std::optional<int64_t>(0) : std::nullopt),
+                         all_experts ? 0 : 1, kMaxDim);
+  hp.n_head =
+      meta.checked("attention.head_count",
+                   heads == HeadCounts::kPerLayer
+                       ? meta.get_per_layer("attention.head_count", hp.n_layer).front()
+                       : uniform_per_layer(meta, "attention.head_count", hp.n_layer, std::nullopt),
+                   1, 4096);
   hp.n_head_kv = meta.checked(
       "attention.head_count_kv",
       uniform_per_layer(meta, "attention.head_count_kv", hp.n_layer, hp.n_head), 1, hp.n_head);

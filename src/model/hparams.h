@@ -60,10 +60,16 @@ struct DecoderHParams {
   float rope_freq_scale = 1.0f;
 };
 
+// Whether attention.head_count may differ between layers: kUniform refuses a per-layer array
+// whose values differ; kPerLayer accepts one (the architecture reads the array itself) and
+// n_head is layer 0's, as llama.cpp's hparams.n_head() without a layer.
+enum class HeadCounts : uint8_t { kUniform, kPerLayer };
+
 // Reads the shared keys (embedding_length, block_count, attention.head_count …); n_vocab from
-// "<arch>.vocab_size" or else the row count of token_embd.weight. head_count(_kv) must be the
-// same for every layer (per-layer arrays with differing values are refused).
-DecoderHParams read_decoder_hparams(const ArchMetadata& meta);
+// "<arch>.vocab_size" or else the row count of token_embd.weight. head_count_kv, and head_count
+// unless `heads` says otherwise, must be the same for every layer.
+DecoderHParams read_decoder_hparams(const ArchMetadata& meta,
+                                    HeadCounts heads = HeadCounts::kUniform);
 
 // The Mixture-of-Experts keys: expert_count, expert_used_count, expert_feed_forward_length
 // (falling back to feed_forward_length), expert_weights_scale / _norm, expert_gating_func,

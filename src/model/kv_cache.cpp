@@ -1,4 +1,5 @@
-// KvCache's storage and the prefix-reuse rule for sliding rings.
+// KvCache's storage, the prefix-reuse rule for sliding rings and the no-rewind rule for recurrent
+// states.
 #include "model/kv_cache.h"
 
 #include <algorithm>
@@ -15,6 +16,11 @@ KvCache::KvCache(std::vector<KvLayerSpec> layers, int64_t n_ctx, int64_t n_batch
   for (size_t i = 0; i < layers_.size(); ++i) {
     const KvLayerSpec& spec = layers_[i];
     Layer& layer = storage_[i];
+    if (spec.is_recurrent()) {
+      layer.conv.assign(size_t(spec.conv_state), 0.0f);
+      layer.state.assign(size_t(spec.recurrent_state), 0.0f);
+      continue;
+    }
     layer.capacity = spec.window > 0 ? std::min(n_ctx, spec.window + n_batch - 1) : n_ctx;
     layer.k.resize(size_t(layer.capacity * spec.n_head_kv * spec.head_dim_k) * element);
     layer.v.resize(size_t(layer.capacity * spec.n_head_kv * spec.head_dim_v) * element);
@@ -28,14 +34,42 @@ KvLayerView KvCache::layer(int64_t index) {
                      spec.n_head_kv, spec.head_dim_k, spec.head_dim_v};
 }
 
+RecurrentLayerView KvCache::recurrent(int64_t index, int64_t pos0) {
+  if (!layers_[size_t(index)].is_recurrent()) fail("kv cache: layer ", index, " is not recurrent");
+  Layer& layer = storage_[size_t(index)];
+  if (pos0 == 0) {
+    std::fill(layer.conv.begin(), layer.conv.end(), 0.0f);
+    std::fill(layer.state.begin(), layer.state.end(), 0.0f);
+    layer.positions = 0;
+  } else if (pos0 != layer.positions) {
+    fail("kv cache: recurrent layer ", index, " holds ", layer.positions,
+         " positions and cannot continue at ", pos0, " (its state cannot be rewound)");
+  }
+  return RecurrentLayerView{layer.conv.data(), layer.state.data(), &layer.positions};
+}
+
+bool KvCache::has_recurrent_layers() const {
+  return std::any_of(layers_.begin(), layers_.end(),
+                     [](const KvLayerSpec& spec) { return spec.is_recurrent(); });
+}
+
 uint64_t KvCache::bytes() const {
   uint64_t total = 0;
-  for (const Layer& layer : storage_) total += layer.k.size() + layer.v.size();
+  for (const Layer& layer : storage_) {
+    total +=
+        layer.k.size() + layer.v.size() + (layer.conv.size() + layer.state.size()) * sizeof(float);
+  }
   return total;
 }
 
 int64_t KvCache::reusable_prefix(int64_t n_keep, int64_t n_written) const {
   for (size_t i = 0; i < layers_.size(); ++i) {
+    // A recurrent state is the whole written sequence folded together: a shorter prefix would
+    // need the state as it was at n_keep, which is gone. A state that holds other than the
+    // written positions (a forward failed after this layer ran) cannot be continued either.
+    if (layers_[i].is_recurrent() && (n_keep != n_written || storage_[i].positions != n_written)) {
+      return 0;
+    }
     const int64_t window = layers_[i].window;
     if (window <= 0 || storage_[i].capacity >= n_ctx_) continue;
     // The next query (at n_keep) reads back to n_keep - window + 1; that cell must not have
@@ -59,6 +93,18 @@ void KvCache::copy_prefix_from(const KvCache& source, int64_t n, int64_t n_writt
     const KvLayerSpec& spec = layers_[i];
     Layer& to = storage_[i];
     const Layer& from = source.storage_[i];
+    if (spec.is_recurrent()) {
+      // reusable_prefix allowed only n == n_written (or n == 0, a fresh start): the state is
+      // copied whole, or left to be reset by the first forward at position 0.
+      if (n > 0 && from.positions != n) {
+        fail("kv cache: recurrent layer ", i, " of the source holds ", from.positions,
+             " positions, not ", n);
+      }
+      to.conv = from.conv;
+      to.state = from.state;
+      to.positions = n > 0 ? from.positions : 0;
+      continue;
+    }
     const size_t k_cell = size_t(spec.n_head_kv * spec.head_dim_k) * element;
     const size_t v_cell = size_t(spec.n_head_kv * spec.head_dim_v) * element;
     for (int64_t pos = std::max<int64_t>(0, n - to.capacity); pos < n; ++pos) {

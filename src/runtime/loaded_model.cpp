@@ -77,6 +77,10 @@ void LoadedModel::place_experts(const ModelOptions& options) {
   request.ram_budget = options.ram_budget;
   request.force_stream = options.stream_experts;
   request.n_slots = options.expert_cache_slots;
+  if (options.expert_pools != "size" && options.expert_pools != "layer") {
+    fail("expert pools '", options.expert_pools, "' is not one of: size, layer");
+  }
+  request.per_layer_pools = options.expert_pools == "layer";
   const experts::Placement plan = experts::plan_placement(layout, request);
   placement_ = plan.reasons;
   placement_.push_back(repacked ? "expert layout: expert-major, from " + sidecar
@@ -92,17 +96,23 @@ void LoadedModel::place_experts(const ModelOptions& options) {
   cache.queue_depth = options.io_queue_depth;
   cache.direct_io = options.direct_io;
   cache.prefetch = options.prefetch_experts;
-  if (options.expert_eviction != "lru" && options.expert_eviction != "lru-frequency") {
-    fail("expert eviction '", options.expert_eviction, "' is not one of: lru, lru-frequency");
+  cache.per_layer_pools = request.per_layer_pools;
+  if (options.expert_eviction == "lru") {
+    cache.policy = experts::EvictionPolicy::kLru;
+  } else if (options.expert_eviction == "lru-frequency") {
+    cache.policy = experts::EvictionPolicy::kLruFrequency;
+  } else if (options.expert_eviction == "next-layer") {
+    cache.policy = experts::EvictionPolicy::kNextLayer;
+  } else {
+    fail("expert eviction '", options.expert_eviction,
+         "' is not one of: lru, lru-frequency, next-layer");
   }
-  cache.policy = options.expert_eviction == "lru" ? experts::EvictionPolicy::kLru
-                                                  : experts::EvictionPolicy::kLruFrequency;
   auto streamed = std::make_unique<experts::ExpertCache>(layout, cache);
   placement_.push_back(std::string("reads: ") + streamed->io_engine_name() + ", queue depth " +
                        std::to_string(cache.queue_depth) +
                        (streamed->direct_io() ? ", O_DIRECT" : ", buffered") +
                        (cache.prefetch ? ", prefetch on" : ", prefetch off") + ", eviction " +
-                       options.expert_eviction);
+                       options.expert_eviction + ", pools per " + options.expert_pools);
   experts_ = std::move(streamed);
 }
 

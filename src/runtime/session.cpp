@@ -136,6 +136,10 @@ int64_t Session::Impl::common_prefix(std::span<const int32_t> prompt) const {
   }
   // The last prompt token is always evaluated again: its logits start the generation.
   if (common == prompt.size() && common > 0) --common;
+  // The cache decides what can really be kept: sliding rings may have moved past the prefix, and
+  // a model with recurrent layers (qwen35, qwen3next) keeps either the whole cached sequence —
+  // when the prompt extends all of it — or nothing: its state cannot be cut back, so any shorter
+  // match restarts from position 0, where the forward zeroes the state.
   return kv.reusable_prefix(int64_t(common), int64_t(tokens.size()));
 }
 

@@ -39,7 +39,8 @@ struct Session::Impl {
   // The committed tokens `prompt` could keep (see rewind_to_common_prefix), without changing them.
   int64_t common_prefix(std::span<const int32_t> prompt) const;
   // Keeps the longest prefix of the committed tokens that `prompt` starts with, and can still
-  // be continued (sliding rings), leaving at least one token of `prompt` to evaluate.
+  // be continued (sliding rings; recurrent layers: all committed tokens or none), leaving at
+  // least one token of `prompt` to evaluate.
   int64_t rewind_to_common_prefix(std::span<const int32_t> prompt);
   void check_ids(std::span<const int32_t> tokens) const;
   // check_ids, and that the tokens fit after those committed (throws "context full" if not).

@@ -56,14 +56,19 @@ PLACEMENTS = [
     ("pread", ["--stream-experts", "--expert-cache", "{twice}", "--io-engine", "pread"]),
     ("buffered", ["--stream-experts", "--expert-cache", "{twice}", "--buffered-io"]),
     ("queue-depth-1", ["--stream-experts", "--expert-cache", "{floor}", "--queue-depth", "1"]),
+    ("next-layer-floor", ["--stream-experts", "--expert-cache", "{floor}", "--expert-eviction",
+                          "next-layer"]),
+    ("per-layer-pools", ["--stream-experts", "--expert-cache", "{layer_floor}", "--expert-pools",
+                         "layer"]),
     ("f32-kv", None),  # resident vs streamed again with the F32 KV cache
 ]
 
 
 def models():
     found = [("synthetic", None)]
-    found += [(p.stem, p) for p in sorted(TINY.glob("*-moe*.gguf"))
-              if p.stem.split("-")[0] in ("qwen3moe", "olmoe", "llama")] if TINY.is_dir() else []
+    found += [(p.stem, p) for p in sorted(TINY.glob("*-moe*.gguf")) + sorted(TINY.glob("*-hybrid*.gguf"))
+              if p.stem.split("-")[0] in ("qwen3moe", "olmoe", "llama", "gemma4", "laguna", "qwen35moe",
+                                          "qwen3next", "glmdsa")] if TINY.is_dir() else []
     return found
 
 
@@ -74,6 +79,9 @@ def test_streamed_logits_are_bit_identical_to_resident(synthetic, tmp_path, name
     assert resident_stats["streaming"] is False
     info = run(["eval", "--model", model, "--tokens", "1", "--stream-experts", "--explain"]).stderr.decode()
     floor = int(info.split("the floor is ")[1].split(" ")[0])
+    info = run(["eval", "--model", model, "--tokens", "1", "--stream-experts", "--explain",
+                "--expert-pools", "layer"]).stderr.decode()
+    layer_floor = int(info.split("the floor is ")[1].split(" ")[0])
     for label, extra in PLACEMENTS:
         if extra is None:
             a, ga, _ = evaluate(model, tmp_path, ["--kv", "f32"], "resident-f32")
@@ -81,7 +89,7 @@ def test_streamed_logits_are_bit_identical_to_resident(synthetic, tmp_path, name
                                                   str(floor)], "streamed-f32")
             assert a == b and ga == gb, f"{name}: F32 KV: streamed logits differ from resident"
             continue
-        args = [x.format(floor=floor, twice=2 * floor) for x in extra]
+        args = [x.format(floor=floor, twice=2 * floor, layer_floor=layer_floor) for x in extra]
         logits, greedy, stats = evaluate(model, tmp_path, args, label)
         assert stats["streaming"] is True, label
         assert logits == resident, f"{name} [{label}]: streamed logits differ from resident"

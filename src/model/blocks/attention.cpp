@@ -2,7 +2,47 @@
 // bias right after its projection, the gate applied before the output projection).
 #include "model/blocks/attention.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace sluice::model {
+namespace {
+
+// ggml's softplus: the input itself above 20, where log(1 + e^x) rounds to x anyway.
+float softplus(float x) {
+  return x > 20.0f ? x : std::log(1.0f + std::exp(x));
+}
+
+// attn [n_tokens, n_head*dv] *= act(gate), gate [n_tokens, n_gate] being one logit per element
+// (n_gate = n_head*dv) or per head (n_gate = n_head). The element-wise sigmoid is the backend's;
+// the other forms are computed here, as the router computes its sigmoid.
+void apply_output_gate(Backend& backend, const AttentionWeights& w, int64_t layer, float* gate,
+                       float* attn, int64_t n_tokens, int64_t o_row, const Trace& trace) {
+  const int64_t n_gate = w.gate.n_rows;
+  if (w.gate_act == OutputGate::kSigmoid && n_gate == o_row) {
+    backend.mul_sigmoid(attn, gate, n_tokens * o_row);
+    return;
+  }
+  for (int64_t i = 0; i < n_tokens * n_gate; ++i) {
+    gate[i] = w.gate_act == OutputGate::kSoftplus ? softplus(gate[i])
+                                                  : 1.0f / (1.0f + std::exp(-gate[i]));
+  }
+  if (w.gate_act == OutputGate::kSoftplus) trace("attn_gate_softplus", layer, gate, n_gate);
+  const int64_t per_logit = o_row / n_gate;  // 1, or the head's dv
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t i = 0; i < o_row; ++i) attn[t * o_row + i] *= gate[t * n_gate + i / per_logit];
+  }
+}
+
+// q_full [n_heads, 2 dk] (every token's heads in a row) → q and gate [n_heads, dk].
+void split_gated_query(const float* q_full, float* q, float* gate, int64_t n_heads, int64_t dk) {
+  for (int64_t h = 0; h < n_heads; ++h) {
+    std::copy_n(q_full + h * 2 * dk, dk, q + h * dk);
+    std::copy_n(q_full + h * 2 * dk + dk, dk, gate + h * dk);
+  }
+}
+
+}  // namespace
 
 AttentionWeights bind_attention(WeightBinder& binder, int64_t layer, const AttentionShape& s,
                                 bool with_gate) {
@@ -11,7 +51,8 @@ AttentionWeights bind_attention(WeightBinder& binder, int64_t layer, const Atten
   const int64_t k_dim = s.n_head_kv * s.head_dim_k;
   const int64_t v_dim = s.n_head_kv * s.head_dim_v;
   const int64_t o_dim = s.n_head * s.head_dim_v;
-  w.wq = binder.matrix(layer_tensor(layer, "attn_q.weight"), s.n_embd, q_dim);
+  w.wq = binder.matrix(layer_tensor(layer, "attn_q.weight"), s.n_embd,
+                       s.gated_query ? 2 * q_dim : q_dim);
   w.wk = binder.matrix(layer_tensor(layer, "attn_k.weight"), s.n_embd, k_dim);
   w.wv = binder.matrix(layer_tensor(layer, "attn_v.weight"), s.n_embd, v_dim);
   w.wo = binder.matrix(layer_tensor(layer, "attn_output.weight"), o_dim, s.n_embd);
@@ -39,6 +80,7 @@ void AttentionScratch::reserve(const AttentionShape& s, int64_t n_batch) {
   v.resize(size_t(n_batch * s.n_head_kv * s.head_dim_v));
   attn.resize(size_t(n_batch * s.n_head * s.head_dim_v));
   gate.resize(size_t(n_batch * s.n_head * s.head_dim_v));
+  if (s.gated_query) q_full.resize(size_t(n_batch * 2 * s.n_head * s.head_dim_k));
 }
 
 void self_attention(Backend& backend, const AttentionWeights& w, const AttentionShape& s,
@@ -48,30 +90,49 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
   float* q = scratch.q.data();
   float* k = scratch.k.data();
   float* v = scratch.v.data();
-  backend.matmul(w.wq, x, q, n_tokens);
-  backend.matmul(w.wk, x, k, n_tokens);
-  backend.matmul(w.wv, x, v, n_tokens);
-  if (!w.bq.empty()) backend.add_bias(q, w.bq.data(), n_tokens, w.wq.n_rows);
+  const bool own_kv = config.shared_kv_layer < 0;
+  const int64_t q_row = s.n_head * s.head_dim_k, k_row = s.n_head_kv * s.head_dim_k;
+  const int64_t v_row = s.n_head_kv * s.head_dim_v, o_row = s.n_head * s.head_dim_v;
+  if (s.gated_query) {
+    backend.matmul(w.wq, x, scratch.q_full.data(), n_tokens);
+    split_gated_query(scratch.q_full.data(), q, scratch.gate.data(), n_tokens * s.n_head,
+                      s.head_dim_k);
+  } else {
+    backend.matmul(w.wq, x, q, n_tokens);
+  }
+  if (own_kv) {
+    backend.matmul(w.wk, x, k, n_tokens);
+    if (w.wv.data != nullptr) {
+      backend.matmul(w.wv, x, v, n_tokens);
+    } else {
+      std::copy(k, k + n_tokens * k_row, v);
+    }
+  }
+  if (!w.bq.empty()) backend.add_bias(q, w.bq.data(), n_tokens, q_row);
   if (!w.bk.empty()) backend.add_bias(k, w.bk.data(), n_tokens, w.wk.n_rows);
   if (!w.bv.empty()) backend.add_bias(v, w.bv.data(), n_tokens, w.wv.n_rows);
   if (!w.q_norm.empty()) {
     const int64_t dim = int64_t(w.q_norm.size());
-    backend.rms_norm(q, w.q_norm.data(), q, n_tokens * w.wq.n_rows / dim, dim, s.norm_eps);
+    backend.rms_norm(q, w.q_norm.data(), q, n_tokens * q_row / dim, dim, s.norm_eps);
   }
-  if (!w.k_norm.empty()) {
+  if (own_kv && !w.k_norm.empty()) {
     const int64_t dim = int64_t(w.k_norm.size());
-    backend.rms_norm(k, w.k_norm.data(), k, n_tokens * w.wk.n_rows / dim, dim, s.norm_eps);
+    backend.rms_norm(k, w.k_norm.data(), k, n_tokens * k_row / dim, dim, s.norm_eps);
   }
-  const int64_t q_row = s.n_head * s.head_dim_k, k_row = s.n_head_kv * s.head_dim_k;
-  const int64_t v_row = s.n_head_kv * s.head_dim_v, o_row = s.n_head * s.head_dim_v;
+  if (own_kv && s.v_norm) {
+    backend.rms_norm(v, nullptr, v, n_tokens * s.n_head_kv, s.head_dim_v, s.norm_eps);
+  }
   for (const SequenceRun& run : sequences) {
     backend.rope(q + run.row0 * q_row, run.n_tokens, s.n_head, s.head_dim_k, run.pos0, config.rope);
+    if (!own_kv) continue;
     backend.rope(k + run.row0 * k_row, run.n_tokens, s.n_head_kv, s.head_dim_k, run.pos0,
                  config.rope);
   }
-  trace("Qcur", layer, q, w.wq.n_rows);
-  trace("Kcur", layer, k, w.wk.n_rows);
-  trace("Vcur", layer, v, w.wv.n_rows);
+  trace("Qcur", layer, q, q_row);
+  if (own_kv) {
+    trace("Kcur", layer, k, k_row);
+    trace("Vcur", layer, v, v_row);
+  }
 
   float scale = config.scale;
   if (config.scale_query) {
@@ -79,8 +140,11 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
     scale = 1.0f;
   }
   for (const SequenceRun& run : sequences) {
-    const KvLayerView kv_layer = run.kv->layer(layer);
-    backend.kv_store(kv_layer, k + run.row0 * k_row, v + run.row0 * v_row, run.n_tokens, run.pos0);
+    const KvLayerView kv_layer = run.kv->layer(own_kv ? layer : config.shared_kv_layer);
+    if (own_kv) {
+      backend.kv_store(kv_layer, k + run.row0 * k_row, v + run.row0 * v_row, run.n_tokens,
+                       run.pos0);
+    }
     AttentionCall call;
     call.q = q + run.row0 * q_row;
     call.out = scratch.attn.data() + run.row0 * o_row;
@@ -96,9 +160,15 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
   const float* attn = scratch.attn.data();
   trace("kqv_out", layer, attn, o_row);
 
-  if (w.gate.data != nullptr) {
-    backend.matmul(w.gate, x, scratch.gate.data(), n_tokens);
+  if (s.gated_query) {
     backend.mul_sigmoid(scratch.attn.data(), scratch.gate.data(), n_tokens * o_row);
+    trace("attn_gated", layer, attn, o_row);
+  } else if (w.gate.data != nullptr) {
+    backend.matmul(w.gate, x, scratch.gate.data(), n_tokens);
+    trace("attn_gate_proj", layer, scratch.gate.data(), w.gate.n_rows);
+    apply_output_gate(backend, w, layer, scratch.gate.data(), scratch.attn.data(), n_tokens, o_row,
+                      trace);
+    trace("attn_gated", layer, attn, o_row);
   }
   backend.matmul(w.wo, attn, out, n_tokens);
   if (!w.bo.empty()) backend.add_bias(out, w.bo.data(), n_tokens, s.n_embd);

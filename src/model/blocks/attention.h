@@ -1,7 +1,7 @@
 // Self-attention block of decoder transformers: Q/K/V projections (optional biases), optional
 // per-head RMS norm of Q and K, RoPE, the KV-cache write, grouped-query attention over the cache
-// (optionally sliding, optionally with per-head sinks), an optional sigmoid output gate, and the
-// output projection.
+// (optionally sliding, optionally with per-head sinks), an optional output gate (sigmoid or
+// softplus, per output element or per head), and the output projection.
 #pragma once
 
 #include <cstdint>
@@ -15,13 +15,20 @@
 
 namespace sluice::model {
 
+// What the gate's logits g become before they scale the attention output.
+enum class OutputGate : uint8_t { kSigmoid, kSoftplus };
+
 struct AttentionWeights {
   MatrixView wq, wk, wv,
       wo;  // [n_embd, n_head*dk], [n_embd, n_kv*dk], [n_embd, n_kv*dv], [n_head*dv, n_embd]
+           // wv.data == nullptr: the values are the key projection (gemma4, dk == dv)
   std::vector<float> bq, bk, bv, bo;  // empty when the model has none
   std::vector<float> q_norm, k_norm;  // [dk] (or all heads) RMS norm weights; empty when none
-  MatrixView gate;                    // [n_embd, n_head*dv]; data == nullptr when none
-  std::vector<float> sinks;           // [n_head] attention-sink logits (gpt-oss); empty when none
+  // [n_embd, n_head*dv] one logit per output element, or [n_embd, n_head] one per head (Laguna),
+  // broadcast over the head's dv values; data == nullptr when none.
+  MatrixView gate;
+  OutputGate gate_act = OutputGate::kSigmoid;
+  std::vector<float> sinks;  // [n_head] attention-sink logits (gpt-oss); empty when none
 };
 
 struct AttentionShape {
@@ -33,6 +40,10 @@ struct AttentionShape {
   float norm_eps = 1e-6f;  // of q_norm / k_norm
   // q_norm / k_norm span all heads ([n_head*dk], [n_kv*dk]: OLMoE) instead of one head ([dk]).
   bool qk_norm_across_heads = false;
+  bool v_norm = false;  // each value head RMS-normed without weights (gemma4)
+  // attn_q yields per head [query (dk) | gate (dk)] (qwen3next, qwen35): the query is split off
+  // and the gate's sigmoid scales the head's output, as with `gate` (needs dk == dv).
+  bool gated_query = false;
 };
 
 struct AttentionLayerConfig {
@@ -42,6 +53,9 @@ struct AttentionLayerConfig {
   // Gemma multiplies the query by the scale before attention rather than the scores after;
   // the two round differently, and llama.cpp does what the model's reference does.
   bool scale_query = false;
+  // >= 0: the layer has no K/V of its own and attends over that earlier layer's cache (gemma4's
+  // last layers share the cache of the last one of their kind); -1: its own, written here.
+  int64_t shared_kv_layer = -1;
 };
 
 // Binds blk.<layer>.attn_{q,k,v,output}.weight and whatever of the optional tensors exist:
@@ -53,6 +67,7 @@ AttentionWeights bind_attention(WeightBinder& binder, int64_t layer, const Atten
 // gate [n, n_head*dv].
 struct AttentionScratch {
   std::vector<float> q, k, v, attn, gate;
+  std::vector<float> q_full;  // [n, n_head*2*dk] the gated query's projection
   void reserve(const AttentionShape& shape, int64_t n_batch);
 };
 

@@ -105,8 +105,6 @@ void MlaScratch::reserve(const MlaShape& s, int64_t n_batch) {
   attn.resize(size_t(n_batch * s.n_head * s.head_dim_v));
 }
 
-namespace {
-
 // Everything before the cache write: the queries attention reads (scratch.q_mqa) and the key and
 // value rows the cache stores (scratch.k_row, scratch.v_row).
 void mla_project(Backend& backend, const MlaWeights& w, const MlaShape& s, const RopeConfig& rope,
@@ -160,15 +158,11 @@ void mla_project(Backend& backend, const MlaWeights& w, const MlaShape& s, const
   trace("Vcur", layer, m.v_row.data(), lora);
 }
 
-}  // namespace
-
-void mla_attention(Backend& backend, const MlaWeights& w, const MlaShape& s, const RopeConfig& rope,
-                   float scale, std::span<const SequenceRun> sequences, int64_t layer,
-                   const float* x, int64_t n_tokens, MlaScratch& m, float* out,
-                   const Trace& trace) {
-  const int64_t n = n_tokens, n_head = s.n_head, lora = s.kv_lora_rank, dv = s.head_dim_v;
+void mla_attend(Backend& backend, const MlaShape& s, float scale,
+                std::span<const SequenceRun> sequences, int64_t layer, MlaScratch& m,
+                KeySelection* keys) {
+  const int64_t n_head = s.n_head, lora = s.kv_lora_rank;
   const int64_t dk = lora + s.n_rot;
-  mla_project(backend, w, s, rope, layer, x, n, sequences, m, trace);
   for (const SequenceRun& run : sequences) {
     const KvLayerView kv_layer = run.kv->layer(layer);
     backend.kv_store(kv_layer, m.k_row.data() + run.row0 * dk, m.v_row.data() + run.row0 * lora,
@@ -181,9 +175,17 @@ void mla_attention(Backend& backend, const MlaWeights& w, const MlaShape& s, con
     call.pos0 = run.pos0;
     call.scale = scale;
     call.kv = kv_layer;
-    backend.attention(call);
+    if (keys != nullptr) {
+      attend_selected(backend, call, *keys, run.row0);
+    } else {
+      backend.attention(call);
+    }
   }
+}
 
+void mla_output(Backend& backend, const MlaWeights& w, const MlaShape& s, int64_t layer,
+                int64_t n_tokens, MlaScratch& m, float* out, const Trace& trace) {
+  const int64_t n = n_tokens, n_head = s.n_head, lora = s.kv_lora_rank, dv = s.head_dim_v;
   // Each head's latent output through its attn_v_b.
   for (int64_t h = 0; h < n_head; ++h) {
     copy_rows(m.latent.data() + h * lora, n_head * lora, m.q_head.data(), lora, lora, n);
@@ -193,6 +195,15 @@ void mla_attention(Backend& backend, const MlaWeights& w, const MlaShape& s, con
   trace("kqv_out", layer, m.attn.data(), n_head * dv);
   backend.matmul(w.wo, m.attn.data(), out, n);
   trace("attn_out", layer, out, s.n_embd);
+}
+
+void mla_attention(Backend& backend, const MlaWeights& w, const MlaShape& s, const RopeConfig& rope,
+                   float scale, std::span<const SequenceRun> sequences, int64_t layer,
+                   const float* x, int64_t n_tokens, MlaScratch& m, float* out,
+                   const Trace& trace) {
+  mla_project(backend, w, s, rope, layer, x, n_tokens, sequences, m, trace);
+  mla_attend(backend, s, scale, sequences, layer, m, nullptr);
+  mla_output(backend, w, s, layer, n_tokens, m, out, trace);
 }
 
 }  // namespace sluice::model

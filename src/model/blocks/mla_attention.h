@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/blocks/selected_attention.h"
 #include "model/blocks/trace.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -76,5 +77,20 @@ void mla_attention(Backend& backend, const MlaWeights& w, const MlaShape& s, con
                    float scale, std::span<const SequenceRun> sequences, int64_t layer,
                    const float* x, int64_t n_tokens, MlaScratch& scratch, float* out,
                    const Trace& trace);
+
+// mla_attention's three stages, for a caller that acts between them: glm-dsa's indexer reads the
+// normed query latent (scratch.q_a) that mla_project leaves and chooses the keys mla_attend reads.
+// mla_project: the queries (scratch.q_mqa) and the cache rows (scratch.k_row, scratch.v_row).
+void mla_project(Backend& backend, const MlaWeights& w, const MlaShape& s, const RopeConfig& rope,
+                 int64_t layer, const float* x, int64_t n_tokens,
+                 std::span<const SequenceRun> sequences, MlaScratch& scratch, const Trace& trace);
+// Writes each run's rows to its cache and attends into scratch.latent: to every earlier position,
+// or, with `keys`, to the positions each row's selection names (blocks/selected_attention).
+void mla_attend(Backend& backend, const MlaShape& s, float scale,
+                std::span<const SequenceRun> sequences, int64_t layer, MlaScratch& scratch,
+                KeySelection* keys);
+// out [n_tokens, n_embd]: each head's latent output through attn_v_b, then attn_output.
+void mla_output(Backend& backend, const MlaWeights& w, const MlaShape& s, int64_t layer,
+                int64_t n_tokens, MlaScratch& scratch, float* out, const Trace& trace);
 
 }  // namespace sluice::model

@@ -80,6 +80,17 @@ void gate_and_up(Backend& backend, const MoeFfnWeights& w, const experts::Expert
   }
 }
 
+}  // namespace
+
+void clamp_swiglu(float* gate, float* up, int64_t n, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    gate[i] = std::min(gate[i], limit);
+    up[i] = std::clamp(up[i], -limit, limit);
+  }
+}
+
+namespace {
+
 // Runs one expert's gated FFN on the tokens routed to it and files each output row under
 // (token, choice). Biases follow llama.cpp's order: up, gate and down each right after their
 // matmul.
@@ -99,6 +110,7 @@ void run_expert(Backend& backend, const MoeFfnWeights& w, const experts::ExpertW
   gate_and_up(backend, w, ew, expert, m, s);
   add_expert_bias(backend, w.up_bias, expert, s.up.data(), m, w.n_ff);
   add_expert_bias(backend, w.gate_bias, expert, s.gate.data(), m, w.n_ff);
+  if (w.swiglu_limit > 0.0f) clamp_swiglu(s.gate.data(), s.up.data(), m * w.n_ff, w.swiglu_limit);
   backend.glu(w.act, s.gate.data(), s.up.data(), m, w.n_ff);
   backend.matmul(ew.part(ExpertPart::kDown), s.gate.data(), s.y_expert.data(), m);
   scale_by_expert(w.down_scale, expert, s.y_expert.data(), m, n_embd);

@@ -31,7 +31,13 @@ struct MoeFfnWeights {
   // the matmul as llama.cpp does. A fused gate_up stack takes the up scale. Empty when none.
   std::vector<float> gate_scale, up_scale, down_scale;
   bool fused_gate_up = false;  // ffn_gate_up_exps: one [n_embd, 2 n_ff] matmul, gate rows first
+  // > 0: DeepSeek V4's clamped SwiGLU, silu(min(gate, limit)) * clamp(up, ±limit). 0: none.
+  float swiglu_limit = 0.0f;
 };
+
+// DeepSeek V4's SwiGLU clamps on n gate and up values, in place: gate to at most limit, up to
+// [-limit, limit].
+void clamp_swiglu(float* gate, float* up, int64_t n, float limit);
 
 // Binds blk.<layer>.ffn_gate_inp.weight (+ optional exp_probs_b.bias), the expert stacks
 // ffn_{gate,up,down}_exps.weight — or ffn_gate_up_exps.weight + ffn_down_exps.weight, the fused

@@ -87,11 +87,23 @@ void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& 
   } else if (c.gating == ExpertGating::kSigmoid) {
     for (int64_t i = 0; i < n_tokens * c.n_expert; ++i)
       probs[i] = 1.0f / (1.0f + std::exp(-probs[i]));
+  } else if (c.gating == ExpertGating::kSqrtSoftplus) {
+    // ggml's softplus (linear above 20), then its sqrt.
+    for (int64_t i = 0; i < n_tokens * c.n_expert; ++i) {
+      const float x = probs[i];
+      probs[i] = std::sqrt(x > 20.0f ? x : std::log(1.0f + std::exp(x)));
+    }
   }
   trace("ffn_moe_probs", layer, probs, c.n_expert);
 
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* token_probs = probs + t * c.n_expert;
+    int32_t* chosen = s.selected.data() + t * c.n_expert_used;
+    if (s.given != nullptr) {
+      std::copy_n(s.given + t * c.n_expert_used, c.n_expert_used, chosen);
+      weigh(token_probs, c, chosen, s.weights.data() + t * c.n_expert_used);
+      continue;
+    }
     float* selection = s.selection.data();
     for (int64_t e = 0; e < c.n_expert; ++e) {
       selection[e] =
@@ -99,7 +111,6 @@ void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& 
     }
     if (c.n_group > 1) mask_groups(selection, c, s);
     sort_descending(selection, c.n_expert, s.order);
-    int32_t* chosen = s.selected.data() + t * c.n_expert_used;
     std::copy_n(s.order.begin(), c.n_expert_used, chosen);
     weigh(token_probs, c, chosen, s.weights.data() + t * c.n_expert_used);
   }

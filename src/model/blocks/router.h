@@ -18,6 +18,7 @@ enum class ExpertGating : uint8_t {
   kSoftmax,        // probabilities = softmax(logits); weights from them
   kSigmoid,        // probabilities = sigmoid(logits)
   kSoftmaxWeight,  // select on raw logits; weights = softmax of the chosen logits (gpt-oss)
+  kSqrtSoftplus,   // probabilities = sqrt(softplus(logits)) (DeepSeek V4)
 };
 
 struct RouterConfig {
@@ -43,6 +44,9 @@ struct RouterScratch {
   std::vector<float> group_scores;  // [n_group]
   std::vector<int32_t> selected;    // [n_batch, n_expert_used] expert ids, best first
   std::vector<float> weights;       // [n_batch, n_expert_used]
+  // [n_tokens, n_expert_used] experts chosen by the caller (DeepSeek V4's hash-routed layers pick
+  // them from the token ids); the probabilities still weigh them. nullptr: the router selects.
+  const int32_t* given = nullptr;
   void reserve(const RouterConfig& config, int64_t n_batch);
 };
 

@@ -1,9 +1,13 @@
 // Batched decode (Generation::step_all, what the server's scheduler runs) against generating
 // each request alone, on llama.cpp's tiny models: the same tokens and the same log-probabilities
-// bit for bit, for dense, sliding-window (gemma3), sinks + sliding (gpt-oss), MoE (qwen3moe) and
-// MLA (deepseek2) models, with prompts of different lengths, so every sequence sits at its own
-// position and some are still prefilling while others decode. MoE models are batched with
-// their experts streamed from disk at the cache floor too, against resident generation alone.
+// bit for bit, for dense, sliding-window (gemma3), sinks + sliding (gpt-oss), MoE (qwen3moe),
+// shared KV layers + per-layer inputs and dense-beside-MoE layers (gemma4), MLA (deepseek2), MLA
+// with DeepSeek sparse attention (glm-dsa: past 6 cached keys each query attends to its top 6) and
+// per-layer head counts + gated sliding attention (laguna) and recurrent hybrid (qwen35,
+// qwen3next: a gated delta net state per sequence) models, with prompts of different
+// lengths, so every sequence sits at its own position and some are still prefilling while others
+// decode. MoE models are batched with their experts streamed from disk at the cache floor too,
+// against resident generation alone.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -80,7 +84,8 @@ BatchRun run_batched(const std::shared_ptr<Model>& model, const SessionOptions& 
 
 TEST(BatchedGeneration, EqualsGeneratingEachAlone) {
   for (const char* name :
-       {"llama-dense", "gemma3-dense", "gptoss-moe", "qwen3moe-moe", "deepseek2-moe"}) {
+       {"llama-dense", "gemma3-dense", "gemma4-dense", "gptoss-moe", "qwen3moe-moe", "gemma4-moe",
+        "deepseek2-moe", "laguna-moe", "glmdsa-moe", "qwen35-hybrid", "qwen3next-hybrid"}) {
     if (!std::filesystem::exists(tiny_model(name))) {
       GTEST_SKIP() << "../shared/testdata/llamacpp-tiny absent: " << tiny_model(name);
     }
@@ -93,11 +98,15 @@ TEST(BatchedGeneration, EqualsGeneratingEachAlone) {
       options.n_ctx = 128;
       const int64_t max_tokens = 12;
       std::vector<BatchRun> runs = {run_batched(model, options, max_tokens)};
-      const bool moe = std::string(name).ends_with("-moe");
+      const bool moe =
+          std::string(name).ends_with("-moe") || std::string(name) == "qwen3next-hybrid";
       if (moe) {
         ModelOptions streamed{2, "cpu"};
         streamed.stream_experts = true;
-        streamed.expert_cache_slots = 2;  // the floor: expert_used_count of these tiny files
+        // The floor: expert_used_count of these tiny files (laguna's is 4, glm-dsa's 3).
+        streamed.expert_cache_slots = std::string(name) == "laguna-moe"   ? 4
+                                      : std::string(name) == "glmdsa-moe" ? 3
+                                                                          : 2;
         runs.push_back(run_batched(Model::load(tiny_model(name), streamed), options, max_tokens));
       }
 

@@ -1,7 +1,8 @@
 // Session invariants on llama.cpp's tiny models (../shared/testdata/llamacpp-tiny): chunk size
 // never changes logits, prefix reuse gives the logits of a fresh evaluation bit for bit
-// (including sliding-window gemma3, whose ring may force a restart), the context limit is a
-// clear error, and the activation observer sees every layer.
+// (including sliding-window gemma3, whose ring may force a restart, and the recurrent hybrids,
+// which may only continue their whole cached sequence), the context limit is a clear error, and
+// the activation observer sees every layer.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -33,7 +34,7 @@ std::vector<float> eval_with_batch(const std::shared_ptr<Model>& model, int64_t 
 }
 
 TEST(Session, ChunkSizeDoesNotChangeLogits) {
-  for (const char* name : {"llama-dense", "gemma3-dense"}) {
+  for (const char* name : {"llama-dense", "gemma3-dense", "qwen35-hybrid", "qwen3next-hybrid"}) {
     REQUIRE_TINY(name);
     auto model = Model::load(tiny_model(name), {1, "cpu"});
     const auto whole = eval_with_batch(model, 64);
@@ -43,7 +44,7 @@ TEST(Session, ChunkSizeDoesNotChangeLogits) {
 }
 
 TEST(Session, PrefixReuseGivesFreshLogits) {
-  for (const char* name : {"qwen3-dense", "gemma3-dense"}) {
+  for (const char* name : {"qwen3-dense", "gemma3-dense", "qwen35-hybrid"}) {
     REQUIRE_TINY(name);
     auto model = Model::load(tiny_model(name), {2, "cpu"});
     SessionOptions options;
@@ -62,12 +63,63 @@ TEST(Session, PrefixReuseGivesFreshLogits) {
     EXPECT_EQ(second.tokens, expected.tokens) << name;
     EXPECT_EQ(expected.stats.n_prompt_reused, 0);
     // gemma3's ring (window 6 + batch 4 - 1 = 9 cells) cannot keep 14 tokens: it restarts.
-    if (std::string(name) == "qwen3-dense") {
-      EXPECT_GT(second.stats.n_prompt_reused, 8);
+    // The recurrent hybrid continues: the new prompt extends its whole cached sequence.
+    if (std::string(name) != "gemma3-dense") {
+      EXPECT_GT(second.stats.n_prompt_reused, 8) << name;
     }
     const auto a = reused.eval(std::vector<int32_t>{7});
     const auto b = fresh.eval(std::vector<int32_t>{7});
     EXPECT_EQ(a, b) << name;
+  }
+}
+
+// A recurrent model's state holds its whole cached sequence folded together and cannot be cut
+// back: a prompt that shares only part of it restarts from scratch, and gives exactly what a cold
+// evaluation gives; copying a partial prefix is refused, copying the whole sequence continues
+// like an evaluated one.
+TEST(Session, RecurrentModelRestartsOnAPartialPrefix) {
+  for (const char* name : {"qwen35-hybrid", "qwen3next-hybrid"}) {
+    REQUIRE_TINY(name);
+    auto model = Model::load(tiny_model(name), {2, "cpu"});
+    SessionOptions options;
+    options.n_batch = 4;
+    options.kv_type = KvType::kF32;
+    Session reused(model, options), fresh(model, options);
+    reused.eval(kPrompt);
+    std::vector<int32_t> partial(kPrompt.begin(), kPrompt.begin() + 8);
+    partial.insert(partial.end(), {40, 41, 42});
+    std::vector<int32_t> longer = kPrompt;
+    longer.push_back(40);
+    EXPECT_EQ(reused.reusable_prefix(partial), 0) << name;
+    EXPECT_EQ(reused.reusable_prefix(longer), int64_t(kPrompt.size())) << name;
+
+    GenerationRequest request;
+    request.prompt = partial;
+    request.max_tokens = 4;
+    request.logprobs = true;
+    std::vector<float> reused_logprobs, fresh_logprobs;
+    const GenerationResult got = reused.generate(request, [&](const TokenEvent& e) {
+      reused_logprobs.push_back(e.logprob);
+      return true;
+    });
+    const GenerationResult expected = fresh.generate(request, [&](const TokenEvent& e) {
+      fresh_logprobs.push_back(e.logprob);
+      return true;
+    });
+    EXPECT_EQ(got.stats.n_prompt_reused, 0) << name;
+    EXPECT_EQ(got.tokens, expected.tokens) << name;
+    EXPECT_EQ(reused_logprobs, fresh_logprobs) << name;
+    EXPECT_EQ(reused.tokens(), fresh.tokens()) << name;
+    EXPECT_EQ(reused.eval(std::vector<int32_t>{7}), fresh.eval(std::vector<int32_t>{7})) << name;
+
+    Session source(model, options), copied(model, options), evaluated(model, options);
+    source.eval(kPrompt);
+    EXPECT_THROW(copied.copy_prefix_from(source, 8), Error) << name;
+    copied.copy_prefix_from(source, int64_t(kPrompt.size()));
+    evaluated.eval(kPrompt);
+    EXPECT_EQ(copied.eval(std::vector<int32_t>{7, 3}, true),
+              evaluated.eval(std::vector<int32_t>{7, 3}, true))
+        << name;
   }
 }
 
