@@ -28,7 +28,8 @@ int default_thread_count() {
 }
 
 LoadedModel::LoadedModel(const std::string& path, const ModelOptions& options)
-    : file_(read_model_file(path)),
+    : source_(path),
+      file_(read_model_file(source_.path())),
       language_model_(model::load_language_model(file_)),
       tokenizer_(TextTokenizer::from_model_file(path)) {
   if (options.backend != "cpu") {

@@ -12,6 +12,7 @@
 #include "experts/expert_source.h"
 #include "format/model_file.h"
 #include "model/language_model.h"
+#include "runtime/snapshot_conversion.h"
 #include "sluice/engine.h"
 
 namespace sluice {
@@ -35,6 +36,7 @@ class LoadedModel final : public Model {
  private:
   void place_experts(const ModelOptions& options);
 
+  SnapshotConversion source_;  // first: the file below may be its temporary GGUF
   ModelFile file_;
   std::unique_ptr<model::LanguageModel> language_model_;
   TextTokenizer tokenizer_;

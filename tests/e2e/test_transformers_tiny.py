@@ -1,7 +1,7 @@
 """Hugging Face snapshots load directly and compute what transformers computes: each tiny model of
 tools/tiny_hf_models.py (dense, and MoE: qwen3_moe, mixtral, olmoe, glm4_moe, deepseek_v3, with
-experts stored per expert as on the Hub or fused as transformers 5 holds them; gpt_oss as GGUF
-only) is rebuilt here with numpy
+experts stored per expert as on the Hub or fused as transformers 5 holds them; gpt_oss, whose
+experts cannot be read in place, through the temporary GGUF sluice converts at load) is rebuilt here with numpy
 (byte-identical to the one transformers ran, by its sha256), and `sluice eval` must give the
 logits of tests/golden/transformers_tiny (from tools/make_transformers_tiny.py) at every position
 and the same greedy tokens — the snapshot as the Hub writes config.json, as transformers 5 saves
@@ -23,9 +23,9 @@ import tiny_hf_models  # noqa: E402
 SLUICE_BIN = os.environ.get("SLUICE_BIN")
 GOLDEN = ROOT / "tests" / "golden" / "transformers_tiny"
 NAMES = sorted(p.stem for p in GOLDEN.glob("*.json"))
-# Snapshots sluice does not load directly, checked through their GGUF copy: gpt_oss stores its
-# experts transposed with gate and up columns interleaved, which no view of the bytes undoes.
-GGUF_ONLY = {"gptoss"}
+# Snapshots only checked through their GGUF copy (none: gpt_oss, whose experts are stored
+# transposed with gate and up interleaved, runs through a temporary conversion at load).
+GGUF_ONLY = set()
 DIRECT_NAMES = [n for n in NAMES if n not in GGUF_ONLY]
 F32_NAMES = [n for n in NAMES if tiny_hf_models.MODELS[n][1] == "F32"]
 GGUF_NAMES = [n for n in F32_NAMES if n not in tiny_hf_models.FUSED_EXPERTS]
@@ -169,8 +169,15 @@ def edited(snapshots, tmp_path, name, **changes):
     return tmp_path / name
 
 
-def test_gpt_oss_snapshot_is_refused(snapshots):
-    assert "model_type 'gpt_oss' is not supported" in refused(snapshots["gptoss"])
+def test_gpt_oss_snapshot_runs_through_a_temporary_conversion(snapshots, tmp_path):
+    """Its experts cannot be read in place: the load converts it to a temporary GGUF (saying so,
+    with the command that does it once) and removes that file when the process ends."""
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    result = subprocess.run([SLUICE_BIN, "eval", "--model", str(snapshots["gptoss"]), "--tokens",
+                             "1,5,9"], capture_output=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr.decode()
+    assert f"sluice convert {snapshots['gptoss']} -o MODEL.gguf" in result.stderr.decode()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_unknown_model_type_is_refused(snapshots, tmp_path):
