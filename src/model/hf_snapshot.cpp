@@ -742,6 +742,12 @@ ModelFile gguf_view_of_hf_snapshot(const ModelFile& file) {
                           : root.boolean("tie_word_embeddings", family.tied_default);
     return Translator(file, family, config, tied).run();
   }
+  if (model_type == "gpt_oss") {  // runtime/hf_convert_gpt_oss.h converts it
+    fail("safetensors: ", file.display_name(),
+         ": a gpt_oss snapshot runs after conversion (its experts are stored transposed with gate "
+         "and up interleaved, or as MXFP4 blocks, which cannot be read in place): sluice convert ",
+         dir.string(), " -o MODEL.gguf");
+  }
   std::string known;
   for (const Family& family : kFamilies) {
     known += (known.empty() ? "" : ", ") + std::string(family.model_type);

@@ -24,6 +24,7 @@ constexpr ArchEntry kArchitectures[] = {
     {"glm-dsa", make_glm_dsa},     {"gpt-oss", make_gpt_oss},
     {"qwen35", make_qwen35},       {"qwen35moe", make_qwen35moe},
     {"qwen3next", make_qwen3next}, {"laguna", make_laguna},
+    {"deepseek4", make_deepseek4}, {"kimi-linear", make_kimi_linear},
 };
 
 }  // namespace

@@ -173,6 +173,20 @@ std::vector<float> WeightBinder::vector(const std::string& name, int64_t n) {
   return values;
 }
 
+std::vector<float> WeightBinder::floats(const std::string& name,
+                                        std::initializer_list<int64_t> shape) {
+  const TensorInfo& info = require(name, shape);
+  if (!traits_of(info.type).is_float) {
+    fail(file_.format_name(), ": ", file_.display_name(), ": tensor '", name, "' has type ",
+         qtype_name(info.type), ", expected floating point");
+  }
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> values(static_cast<size_t>(n));
+  dequantize_row(info.type, file_.tensor_bytes(info).data(), values.data(), n);
+  return values;
+}
+
 std::optional<std::vector<float>> WeightBinder::optional_vector(const std::string& name,
                                                                 int64_t n) {
   if (!has(name)) return std::nullopt;

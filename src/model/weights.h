@@ -31,6 +31,9 @@ class WeightBinder {
   // A 1-D tensor of n elements, converted to float32.
   std::vector<float> vector(const std::string& name, int64_t n);
   std::optional<std::vector<float>> optional_vector(const std::string& name, int64_t n);
+  // A floating-point tensor of exactly `shape` (GGUF order, trailing 1s included), whole, in
+  // float32: a convolution kernel stored [d_conv, 1, channels, 1], a [1, n_head, 1, 1] vector.
+  std::vector<float> floats(const std::string& name, std::initializer_list<int64_t> shape);
 
   // A [n_cols, n_rows, n_expert] stack of routed-expert matrices, or the same given as one
   // [n_cols, n_rows] tensor per expert ("blk.N.ffn_gate_exps.weight" → "blk.N.ffn_gate.E.weight")

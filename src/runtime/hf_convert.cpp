@@ -15,6 +15,7 @@
 #include "quant/dequantize.h"
 #include "quant/quantize.h"
 #include "runtime/hf_convert_fp8.h"
+#include "runtime/hf_convert_gpt_oss.h"
 #include "runtime/hf_convert_plan.h"
 #include "sluice/convert.h"
 
@@ -51,6 +52,7 @@ QType guess_type(const Plan& plan) {
 // llama-quantize's substitutes for the k-quants (Q4_K→Q5_0, Q5_K→Q5_1, Q6_K→Q8_0), then F16
 // as convert_hf_to_gguf.py falls back for Q8_0 and Q4_0.
 QType type_of(const PlannedTensor& tensor, QType type, QType expert_type) {
+  if (tensor.role == TensorRole::kMxfp4Copy) return QType::MXFP4;
   if (tensor.role == TensorRole::kKeepF32 || tensor.ne.size() < 2) return QType::F32;
   QType chosen = tensor.role == TensorRole::kExperts ? expert_type : type;
   const uint64_t n = tensor.ne[0];
@@ -115,8 +117,15 @@ class TensorProducer {
       return;
     }
     for (const convert::RowRange& range : tensor_.rows) {
+      if (range.mxfp4_scales) {
+        emit_mxfp4_copy(range, chunk_rows, emit);
+        continue;
+      }
       const std::span<const uint8_t> bytes = snapshot_.tensor_bytes(range.tensor);
-      const uint64_t in_row_bytes = *row_bytes(range.tensor.type, row_len);
+      const uint64_t source_len = range.tensor.ne[0];  // row_len unless columns are picked
+      const uint64_t in_row_bytes = *row_bytes(range.tensor.type, source_len);
+      const bool picks = range.column_step != 1 || range.first_column != 0;
+      std::vector<float> whole_row(picks ? source_len : 0);
       std::vector<float> scales;  // an FP8 weight's block scales, whole
       if (range.scale) {
         scales.resize(range.scale->n_elements);
@@ -132,13 +141,17 @@ class TensorProducer {
         floats.resize(n * row_len);
         out.resize(n * out_row_bytes);
         for (uint64_t r = 0; r < n; ++r) {
-          const uint64_t src_row = range.first_row + source_row(first + r, range.n_rows);
-          dequantize_row(range.tensor.type, bytes.data() + src_row * in_row_bytes,
-                         floats.data() + r * row_len, int64_t(row_len));
+          const uint64_t src_row =
+              range.first_row + range.row_step * source_row(first + r, range.n_rows);
+          float* row = picks ? whole_row.data() : floats.data() + r * row_len;
+          dequantize_row(range.tensor.type, bytes.data() + src_row * in_row_bytes, row,
+                         int64_t(source_len));
           if (range.scale) {
             convert::scale_fp8_row(scales.data(), int64_t(range.scale->ne[0]), fp8_block_,
-                                   range.scale_row0 + src_row, floats.data() + r * row_len,
-                                   int64_t(row_len));
+                                   range.scale_row0 + src_row, row, int64_t(source_len));
+          }
+          for (uint64_t k = 0; picks && k < row_len; ++k) {
+            floats[r * row_len + k] = row[range.first_column + k * range.column_step];
           }
         }
         finish_numbers(floats);
@@ -155,7 +168,7 @@ class TensorProducer {
   }
 
  private:
-  // A whole (small) 2-D tensor written transposed: its columns become the output rows.
+  // A whole (small) 2-D tensor written transposed: its (picked) columns become the output rows.
   void emit_transposed(const convert::RowRange& range, std::span<const uint8_t> bytes,
                        const std::vector<float>& scales, const GgufWriter::Emit& emit) const {
     const uint64_t cols = range.tensor.ne[0], rows = range.tensor.n_rows();
@@ -169,12 +182,14 @@ class TensorProducer {
                                range.scale_row0 + r, source.data() + r * cols, int64_t(cols));
       }
     }
-    for (uint64_t r = 0; r < rows; ++r) {
-      for (uint64_t c = 0; c < cols; ++c) floats[c * rows + r] = source[r * cols + c];
+    const uint64_t n_out = range.n_rows;
+    for (uint64_t k = 0; k < n_out; ++k) {
+      const uint64_t c = range.first_column + k * range.column_step;
+      for (uint64_t r = 0; r < rows; ++r) floats[k * rows + r] = source[r * cols + c];
     }
     const uint64_t out_row_bytes = *row_bytes(type_, rows);
-    std::vector<uint8_t> out(cols * out_row_bytes);
-    pool_.parallel_for(0, int64_t(cols), 8, [&](int64_t lo, int64_t hi) {
+    std::vector<uint8_t> out(n_out * out_row_bytes);
+    pool_.parallel_for(0, int64_t(n_out), 8, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         quantize_row(type_, floats.data() + r * int64_t(rows), out.data() + r * out_row_bytes,
                      int64_t(rows));
@@ -182,6 +197,28 @@ class TensorProducer {
     });
     emit(out);
     on_bytes_(out.size());
+  }
+
+  // Hub MXFP4 rows (gpt-oss's experts) into GGUF MXFP4 blocks, byte for byte.
+  void emit_mxfp4_copy(const convert::RowRange& range, uint64_t chunk_rows,
+                       const GgufWriter::Emit& emit) const {
+    const uint64_t n_blocks = tensor_.ne[0] / 32;
+    const std::span<const uint8_t> values = snapshot_.tensor_bytes(range.tensor);
+    const std::span<const uint8_t> exponents = snapshot_.tensor_bytes(*range.mxfp4_scales);
+    const uint64_t out_row_bytes = *row_bytes(QType::MXFP4, tensor_.ne[0]);
+    std::vector<uint8_t> out;
+    for (uint64_t first = 0; first < range.n_rows; first += chunk_rows) {
+      const uint64_t n = std::min(chunk_rows, range.n_rows - first);
+      out.resize(n * out_row_bytes);
+      for (uint64_t r = 0; r < n; ++r) {
+        const uint64_t src_row = range.first_row + range.row_step * (first + r);
+        convert::mxfp4_row_from_hub(values.data() + src_row * n_blocks * 16,
+                                    exponents.data() + src_row * n_blocks, n_blocks,
+                                    out.data() + r * out_row_bytes);
+      }
+      emit(out);
+      on_bytes_(out.size());
+    }
   }
 
   // llama.cpp's LlamaModel.permute: within each head, HF row t * half + j becomes row 2 j + t.
@@ -222,22 +259,36 @@ void check_rows(const ModelFile& snapshot, const PlannedTensor& tensor) {
   uint64_t total = 0;
   for (const convert::RowRange& range : tensor.rows) {
     const TensorInfo& source = range.tensor;
+    if (range.mxfp4_scales) {
+      convert::check_mxfp4_rows(snapshot, tensor, range);
+      total += range.n_rows;
+      continue;
+    }
     const bool plain =
         source.type == QType::F32 || source.type == QType::F16 || source.type == QType::BF16;
     if (!plain && !(source.type == QType::F8_E4M3 && range.scale)) {
       fail("safetensors: ", snapshot.display_name(), ": tensor '", source.name, "' is ",
            qtype_name(source.type), " (F32, F16, BF16 and block-scaled F8_E4M3 weights convert)");
     }
+    // The columns used: all, or every column_step-th from first_column.
+    const uint64_t picked =
+        range.column_step == 0 || range.first_column >= source.ne[0]
+            ? 0
+            : (source.ne[0] - range.first_column + range.column_step - 1) / range.column_step;
     if (range.transpose) {
-      if (source.n_dims != 2 || source.n_rows() != tensor.ne[0] || range.n_rows != source.ne[0]) {
+      if (source.n_dims != 2 || source.n_rows() != tensor.ne[0] || range.n_rows != picked) {
         fail("convert: ", tensor.name, ": '", source.name, "' does not transpose into its rows");
       }
       total += range.n_rows;
       continue;
     }
-    if (source.ne[0] != tensor.ne[0]) {
+    if (picked != tensor.ne[0]) {
       fail("safetensors: ", snapshot.display_name(), ": tensor '", source.name, "' rows of ",
            source.ne[0], ", expected ", tensor.ne[0]);
+    }
+    if (range.n_rows != 0 &&
+        range.first_row + (range.n_rows - 1) * range.row_step >= source.n_rows()) {
+      fail("convert: ", tensor.name, ": rows past the end of '", source.name, "'");
     }
     total += range.n_rows;
   }
@@ -264,6 +315,17 @@ std::string model_name(const std::string& hf_dir) {
   return dir.filename().empty() ? "model" : dir.filename().string();
 }
 
+// gpt-oss's Hub experts are copied as MXFP4 blocks: another --expert-type cannot be honoured.
+void refuse_requantizing_mxfp4(const Plan& plan, const std::string& expert_type) {
+  if (expert_type.empty() || qtype_from_name(expert_type) == QType::MXFP4) return;
+  for (const PlannedTensor& tensor : plan.tensors) {
+    if (tensor.role != TensorRole::kMxfp4Copy) continue;
+    fail("convert: --expert-type ", expert_type,
+         ": this snapshot's experts are MXFP4 and are copied as they are, as llama.cpp's "
+         "converter does (no requantizing)");
+  }
+}
+
 }  // namespace
 
 void convert_hf_snapshot(const std::string& hf_dir, const std::string& out_path,
@@ -285,6 +347,7 @@ void convert_hf_snapshot(const std::string& hf_dir, const std::string& out_path,
   Plan plan = convert::plan_model(snapshot, hf_dir);
   convert::attach_fp8_scales(snapshot, hf_dir, plan);
   convert::add_vocabulary(hf_dir, plan);
+  refuse_requantizing_mxfp4(plan, options.expert_type);
   const QType type = asked.value_or(guess_type(plan));
   const QType expert_type = asked_experts.value_or(type);
 

@@ -3,6 +3,7 @@
 // turns its sluice.hf.* markers into the numbers llama.cpp expects (llama's Q/K rows permuted for
 // adjacent-pair RoPE, gemma's norms stored as 1 + w, Llama 3.1's rope_freqs), stacks the pieces
 // it gives per expert or per head into llama.cpp's 3-D tensors, and decides which stay F32.
+// gpt-oss, which that view cannot express, is planned by hf_convert_gpt_oss.cpp instead.
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "model/hf_snapshot.h"
+#include "runtime/hf_convert_gpt_oss.h"
 #include "runtime/hf_convert_plan.h"
 
 namespace sluice::convert {
@@ -102,6 +104,7 @@ Plan plan_model(const ModelFile& snapshot, const std::string& hf_dir) {
   if (!fs::is_regular_file(fs::path(hf_dir) / "config.json", error)) {
     fail("convert: ", hf_dir, ": no config.json, so the architecture is unknown");
   }
+  if (std::optional<Plan> gpt_oss = plan_gpt_oss(snapshot, hf_dir)) return std::move(*gpt_oss);
   const ModelFile view = model::gguf_view_of_hf_snapshot(snapshot);
   Plan plan;
   plan.arch = view.get_string("general.architecture");

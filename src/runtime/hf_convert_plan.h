@@ -1,7 +1,7 @@
 // The plan of one `sluice convert`: the GGUF's metadata and, for each GGUF tensor, which rows
 // of which snapshot tensors make it and how llama.cpp's converter changes their numbers. Built
-// by the family code (hf_convert_plan.cpp) and the vocabulary code; carried
-// out by hf_convert.cpp. Knows no output types and writes nothing.
+// by the family code (hf_convert_plan.cpp, hf_convert_gpt_oss.cpp) and the vocabulary code;
+// carried out by hf_convert.cpp. Knows no output types and writes nothing.
 #pragma once
 
 #include <cstdint>
@@ -30,10 +30,20 @@ struct RowRange {
   // The whole 2-D tensor written transposed: its ne[0] columns become n_rows rows of its
   // rows' count (deepseek's attn_k_b from the K rows of kv_b_proj).
   bool transpose = false;
+  // Every row_step-th row from first_row, and of each row (transposed: of the columns made rows)
+  // only first_column, first_column + column_step, …: gpt-oss's gate and up, interleaved.
+  uint64_t row_step = 1;
+  uint64_t first_column = 0;
+  uint64_t column_step = 1;
+  // A Hub MXFP4 expert stack: `tensor` holds each row's 4-bit values (U8, 16 bytes per 32, two
+  // values a byte, the even one low), this its E8M0 block exponents (U8, one per 32). Copied into
+  // GGUF MXFP4 blocks as llama.cpp's converter does, never requantized (hf_convert_gpt_oss.h).
+  std::optional<TensorInfo> mxfp4_scales = std::nullopt;
 };
 
-// What llama.cpp's converter keeps in F32 whatever the requested type.
-enum class TensorRole { kMatrix, kExperts, kKeepF32 };
+// What llama.cpp's converter keeps in F32 whatever the requested type; kMxfp4Copy: MXFP4
+// blocks copied as they are whatever the requested types (gpt-oss's Hub experts).
+enum class TensorRole { kMatrix, kExperts, kKeepF32, kMxfp4Copy };
 
 struct PlannedTensor {
   std::string name;            // GGUF name

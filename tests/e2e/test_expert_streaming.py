@@ -68,7 +68,7 @@ def models():
     found = [("synthetic", None)]
     found += [(p.stem, p) for p in sorted(TINY.glob("*-moe*.gguf")) + sorted(TINY.glob("*-hybrid*.gguf"))
               if p.stem.split("-")[0] in ("qwen3moe", "olmoe", "llama", "gemma4", "laguna", "qwen35moe",
-                                          "qwen3next", "glmdsa")] if TINY.is_dir() else []
+                                          "qwen3next", "glmdsa", "deepseek4", "kimilinear")] if TINY.is_dir() else []
     return found
 
 

@@ -12,6 +12,7 @@
 #include "backend/cpu/activation_quantize.h"
 #include "backend/cpu/silu.h"
 #include "backend/cpu/softmax.h"
+#include "backend/cpu/tiled_kquant.h"
 #include "backend/cpu/vec_dot.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -45,6 +46,7 @@ void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n
   }
 
   const auto* rows = static_cast<const uint8_t*>(w.data);
+  if (use_tiled_kquant(w.type, n_tokens)) return matmul_tiled(w, x_q, act_row, y, n_tokens);
   if (const VecDotScaledFn scaled = vec_dot_scaled_kernel(w.type);
       scaled != nullptr && (*act_type == QType::Q8_1 || *act_type == QType::Q8_0)) {
     return matmul_scaled(scaled, *act_type, rows, w_row, w.n_rows, x_q, act_row, y, n_tokens,
@@ -64,6 +66,25 @@ void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n
   int64_t chunk = n_rows / (8 * n_threads);
   if (chunk < 1) chunk = 1;
   parallel(n_rows, chunk, body);
+}
+
+// llama.cpp's tiled path for batches of K-quant / IQ weights (tiled_kquant.h): activations
+// repacked once, then groups of 16 rows split over the pool.
+void CpuBackend::matmul_tiled(const MatrixView& w, const uint8_t* x_q, int64_t act_row, float* y,
+                              int64_t n_tokens) {
+  const size_t need = tiled_activation_bytes(n_tokens, w.n_cols);
+  if (tiled_activations_.size() < need) tiled_activations_.resize(need);
+  uint8_t* packed = tiled_activations_.data();
+  pack_tiled_activations_avx2(w.type, x_q, act_row, n_tokens, w.n_cols, packed);
+  const auto* rows = static_cast<const uint8_t*>(w.data);
+  const int64_t w_row = int64_t(*row_bytes(w.type, uint64_t(w.n_cols)));
+  constexpr int64_t kRowGroup = 16;
+  const int64_t n_groups = (w.n_rows + kRowGroup - 1) / kRowGroup;
+  const int n_threads = pool_ != nullptr ? pool_->size() : 1;
+  parallel(n_groups, std::max<int64_t>(1, n_groups / (4 * n_threads)), [&](int64_t lo, int64_t hi) {
+    tiled_kquant_rows_avx2(w.type, rows, w_row, lo * kRowGroup, std::min(hi * kRowGroup, w.n_rows),
+                           packed, n_tokens, w.n_cols, y, w.n_rows, tiled_accumulate());
+  });
 }
 
 // Each activation block's scales converted to float once here, not once per weight row in the

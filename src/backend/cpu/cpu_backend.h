@@ -1,7 +1,8 @@
 // CpuBackend: the Backend (backend/backend.h) on host memory — the reference every other
 // backend is compared with. Matmuls quantize activations into the weight type's activation
-// format and call the per-ISA vec_dot table; loops run on the model's ThreadPool. Each output
-// element is one kernel call whose inputs do not depend on the thread split, so results are
+// format and call the per-ISA vec_dot table, or, for K-quant / IQ weights and 8+ tokens,
+// llama.cpp's tiled kernel (tiled_kquant.h); loops run on the model's ThreadPool. Each output
+// element's inputs and float steps do not depend on the thread split, so results are
 // identical for any thread count. Scratch grows on first use and is then reused.
 #pragma once
 
@@ -51,9 +52,13 @@ class CpuBackend final : public Backend {
                      int64_t n_rows, const uint8_t* x_q, int64_t act_row, float* y,
                      int64_t n_tokens, int64_t n_cols);
 
+  void matmul_tiled(const MatrixView& w, const uint8_t* x_q, int64_t act_row, float* y,
+                    int64_t n_tokens);
+
   ThreadPool* pool_;
-  std::vector<uint8_t> activations_;      // [n_tokens, activation row bytes] of the last matmul
-  std::vector<float> activation_scales_;  // [n_tokens, n_blocks, 2] d and s of those blocks
+  std::vector<uint8_t> activations_;        // [n_tokens, activation row bytes] of the last matmul
+  std::vector<float> activation_scales_;    // [n_tokens, n_blocks, 2] d and s of those blocks
+  std::vector<uint8_t> tiled_activations_;  // matmul_tiled's packed copy of `activations_`
 };
 
 }  // namespace sluice::cpu

@@ -21,10 +21,12 @@ std::unique_ptr<LanguageModel> make_olmoe(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_glm4moe(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_deepseek2(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_glm_dsa(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_deepseek4(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_gpt_oss(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_qwen35(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_qwen35moe(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_qwen3next(const ModelFile& file);
 std::unique_ptr<LanguageModel> make_laguna(const ModelFile& file);
+std::unique_ptr<LanguageModel> make_kimi_linear(const ModelFile& file);
 
 }  // namespace sluice::model

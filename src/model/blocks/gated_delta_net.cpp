@@ -13,7 +13,7 @@
 #include "quant/dequantize.h"
 
 namespace sluice::model {
-namespace {
+namespace delta_net {
 
 float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
@@ -29,11 +29,65 @@ void l2_normalize(float* x, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) x[i] *= scale;
 }
 
+void l2_normalize_eps_inside(float* x, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
+  const float scale = 1.0f / std::sqrt(float(sum) + eps);
+  for (int64_t i = 0; i < n; ++i) x[i] *= scale;
+}
+
+void causal_conv_silu(Backend& backend, const float* taps, int64_t c_n, int64_t kernel, float* x,
+                      int64_t n_tokens, float* conv_state, float* window, const float* ones) {
+  const int64_t held = (kernel - 1) * c_n;
+  std::memcpy(window, conv_state, size_t(held) * sizeof(float));
+  std::memcpy(window + held, x, size_t(n_tokens * c_n) * sizeof(float));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t c = 0; c < c_n; ++c) {
+      const float* tap = taps + c * kernel;
+      float sum = 0.0f;
+      for (int64_t j = 0; j < kernel; ++j) sum += window[(t + j) * c_n + c] * tap[j];
+      x[t * c_n + c] = sum;
+    }
+  }
+  std::memcpy(conv_state, window + n_tokens * c_n, size_t(held) * sizeof(float));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    backend.glu(GluActivation::kSilu, x + t * c_n, ones, 1, c_n);
+  }
+}
+
+namespace {
 float dot(const float* a, const float* b, int64_t n) {
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
   return sum;
 }
+}  // namespace
+
+void delta_rule_step(float* m, int64_t d, const float* q, const float* k, const float* v,
+                     float beta, const float* key_gate, float head_gate, float scale, float* delta,
+                     float* o) {
+  if (key_gate != nullptr) {
+    for (int64_t i = 0; i < d; ++i) delta[i] = std::exp(key_gate[i]);
+    for (int64_t j = 0; j < d; ++j) {
+      for (int64_t i = 0; i < d; ++i) m[j * d + i] *= delta[i];
+    }
+  } else {
+    const float decay = std::exp(head_gate);
+    for (int64_t i = 0; i < d * d; ++i) m[i] *= decay;
+  }
+  for (int64_t j = 0; j < d; ++j) delta[j] = (v[j] - dot(m + j * d, k, d)) * beta;
+  for (int64_t j = 0; j < d; ++j) {
+    for (int64_t i = 0; i < d; ++i) m[j * d + i] += k[i] * delta[j];
+  }
+  for (int64_t j = 0; j < d; ++j) o[j] = dot(m + j * d, q, d) * scale;
+}
+
+}  // namespace delta_net
+
+namespace {
+
+using delta_net::sigmoid;
+using delta_net::softplus;
 
 // A small float tensor read whole (the convolution kernel), refusing quantized types.
 std::vector<float> float_tensor(WeightBinder& binder, const std::string& name, int64_t n_cols,
@@ -78,27 +132,11 @@ void decay_and_strength(Backend& backend, const GatedDeltaNetWeights& w,
   }
 }
 
-// The causal depthwise convolution of one run's rows of qkv (in place), continuing from the
-// conv state, which then keeps the run's last conv_kernel - 1 inputs; then SiLU.
+// The causal depthwise convolution of one run's rows of qkv (in place) and SiLU.
 void convolve(Backend& backend, const GatedDeltaNetWeights& w, const GatedDeltaNetShape& s,
               float* qkv, int64_t n_tokens, float* conv_state, GatedDeltaNetScratch& scratch) {
-  const int64_t c_n = s.conv_channels(), kernel = s.conv_kernel;
-  const int64_t held = (kernel - 1) * c_n;
-  float* window = scratch.window.data();  // [kernel - 1 + n_tokens, channels]
-  std::memcpy(window, conv_state, size_t(held) * sizeof(float));
-  std::memcpy(window + held, qkv, size_t(n_tokens * c_n) * sizeof(float));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t c = 0; c < c_n; ++c) {
-      const float* taps = w.conv.data() + c * kernel;
-      float sum = 0.0f;
-      for (int64_t j = 0; j < kernel; ++j) sum += window[(t + j) * c_n + c] * taps[j];
-      qkv[t * c_n + c] = sum;
-    }
-  }
-  std::memcpy(conv_state, window + n_tokens * c_n, size_t(held) * sizeof(float));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    backend.glu(GluActivation::kSilu, qkv + t * c_n, scratch.ones.data(), 1, c_n);
-  }
+  delta_net::causal_conv_silu(backend, w.conv.data(), s.conv_channels(), s.conv_kernel, qkv,
+                              n_tokens, conv_state, scratch.window.data(), scratch.ones.data());
 }
 
 // The gated delta rule over one run's tokens for every value head, from and into `state`
@@ -115,15 +153,8 @@ void delta_rule(const GatedDeltaNetShape& s, const float* qkv, const float* beta
       const float* q = qkv + t * c_n + kh * d;
       const float* k = q + s.key_dim();
       const float* v = qkv + t * c_n + 2 * s.key_dim() + h * d;
-      const float decay = std::exp(gate[t * nv + h]);
-      const float b = beta[t * nv + h];
-      for (int64_t i = 0; i < d * d; ++i) m[i] *= decay;
-      for (int64_t j = 0; j < d; ++j) delta[j] = (v[j] - dot(m + j * d, k, d)) * b;
-      for (int64_t j = 0; j < d; ++j) {
-        for (int64_t i = 0; i < d; ++i) m[j * d + i] += k[i] * delta[j];
-      }
-      float* o = core + t * s.value_dim() + h * d;
-      for (int64_t j = 0; j < d; ++j) o[j] = dot(m + j * d, q, d) * scale;
+      delta_net::delta_rule_step(m, d, q, k, v, beta[t * nv + h], nullptr, gate[t * nv + h], scale,
+                                 delta, core + t * s.value_dim() + h * d);
     }
   }
 }
@@ -188,7 +219,7 @@ void gated_delta_net(Backend& backend, const GatedDeltaNetWeights& w, const Gate
   trace("conv_output_silu", layer, qkv, c_n);
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t h = 0; h < 2 * s.n_k_heads; ++h) {  // the q heads, then the k heads
-      l2_normalize(qkv + t * c_n + h * d, d, s.norm_eps);
+      delta_net::l2_normalize(qkv + t * c_n + h * d, d, s.norm_eps);
     }
   }
   for (size_t i = 0; i < sequences.size(); ++i) {

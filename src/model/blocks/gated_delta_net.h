@@ -78,6 +78,31 @@ struct GatedDeltaNetScratch {
   void reserve(const GatedDeltaNetShape& shape, int64_t n_batch);
 };
 
+// The pieces the Kimi delta attention (blocks/kimi_delta_attention) shares with this layer, in
+// ggml's CPU forms.
+namespace delta_net {
+
+float sigmoid(float x);   // 1 / (1 + e^-x)
+float softplus(float x);  // log(1 + e^x); x above 20: x
+// x / max(sqrt(sum x^2), eps), the sum in double.
+void l2_normalize(float* x, int64_t n, float eps);
+// x / sqrt(sum x^2 + eps), the sum in double: the L2 norm llama.cpp's kimi-linear graph applies.
+void l2_normalize_eps_inside(float* x, int64_t n, float eps);
+// The causal depthwise convolution of x [n_tokens, channels] (in place) with taps
+// [channels, kernel], continuing from conv_state [kernel - 1, channels], which then keeps the
+// last kernel - 1 inputs; then SiLU. window: [kernel - 1 + n_tokens, channels]; ones: [channels].
+void causal_conv_silu(Backend& backend, const float* taps, int64_t channels, int64_t kernel,
+                      float* x, int64_t n_tokens, float* conv_state, float* window,
+                      const float* ones);
+// One token of the delta rule on one head's state m (row j: how value j reads each of the d key
+// dimensions): m *= decay — per key dimension exp(key_gate[i]) when key_gate is given (KDA), else
+// the scalar exp(head_gate) —, then m += (beta (v - m k)) k^T and o = scale · m q.
+void delta_rule_step(float* m, int64_t d, const float* q, const float* k, const float* v,
+                     float beta, const float* key_gate, float head_gate, float scale, float* delta,
+                     float* o);
+
+}  // namespace delta_net
+
 // out [n_tokens, n_embd] = gated delta net of x [n_tokens, n_embd]: projections for all rows at
 // once, then each sequence's rows convolved and run through the delta rule from its cache's
 // state for this layer, which they advance.

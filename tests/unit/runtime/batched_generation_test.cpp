@@ -4,10 +4,10 @@
 // shared KV layers + per-layer inputs and dense-beside-MoE layers (gemma4), MLA (deepseek2), MLA
 // with DeepSeek sparse attention (glm-dsa: past 6 cached keys each query attends to its top 6) and
 // per-layer head counts + gated sliding attention (laguna) and recurrent hybrid (qwen35,
-// qwen3next: a gated delta net state per sequence) models, with prompts of different
-// lengths, so every sequence sits at its own position and some are still prefilling while others
-// decode. MoE models are batched with their experts streamed from disk at the cache floor too,
-// against resident generation alone.
+// qwen3next: a gated delta net state per sequence; kimi-linear: KDA states + MLA) models, with
+// prompts of different lengths, so every sequence sits at its own position and some are still
+// prefilling while others decode. MoE models are batched with their experts streamed from disk at
+// the cache floor too, against resident generation alone.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -85,7 +85,8 @@ BatchRun run_batched(const std::shared_ptr<Model>& model, const SessionOptions& 
 TEST(BatchedGeneration, EqualsGeneratingEachAlone) {
   for (const char* name :
        {"llama-dense", "gemma3-dense", "gemma4-dense", "gptoss-moe", "qwen3moe-moe", "gemma4-moe",
-        "deepseek2-moe", "laguna-moe", "glmdsa-moe", "qwen35-hybrid", "qwen3next-hybrid"}) {
+        "deepseek2-moe", "laguna-moe", "glmdsa-moe", "deepseek4-moe", "qwen35-hybrid",
+        "qwen3next-hybrid", "kimilinear-hybrid"}) {
     if (!std::filesystem::exists(tiny_model(name))) {
       GTEST_SKIP() << "../shared/testdata/llamacpp-tiny absent: " << tiny_model(name);
     }
@@ -98,8 +99,9 @@ TEST(BatchedGeneration, EqualsGeneratingEachAlone) {
       options.n_ctx = 128;
       const int64_t max_tokens = 12;
       std::vector<BatchRun> runs = {run_batched(model, options, max_tokens)};
-      const bool moe =
-          std::string(name).ends_with("-moe") || std::string(name) == "qwen3next-hybrid";
+      const bool moe = std::string(name).ends_with("-moe") ||
+                       std::string(name) == "qwen3next-hybrid" ||
+                       std::string(name) == "kimilinear-hybrid";
       if (moe) {
         ModelOptions streamed{2, "cpu"};
         streamed.stream_experts = true;
