@@ -135,18 +135,20 @@ void CpuBackend::get_rows(const MatrixView& table, const int32_t* ids, int64_t n
 
 void CpuBackend::rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
                           float eps) {
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const float* xr = x + r * n;
-    float* yr = y + r * n;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += double(xr[i] * xr[i]);
-    const float mean = float(sum / double(n));
-    const float factor = 1.0f / std::sqrt(mean + eps);
-    if (weight != nullptr) {
-      for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] * factor) * weight[i];
-    } else {
-      for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * factor;
-    }
+  parallel(n_rows, row_chunk(n_rows), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) rms_norm_row(x + r * n, weight, y + r * n, n, eps);
+  });
+}
+
+void CpuBackend::rms_norm_row(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += double(x[i] * x[i]);
+  const float mean = float(sum / double(n));
+  const float factor = 1.0f / std::sqrt(mean + eps);
+  if (weight != nullptr) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] * factor) * weight[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * factor;
   }
 }
 
@@ -186,51 +188,58 @@ void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_d
   const int64_t n_rot = config.n_rot;
   const float theta_scale = std::pow(config.freq_base, -2.0f / float(n_rot));
   constexpr int64_t kMaxRot = 1024;
-  float cos_cache[kMaxRot / 2];
-  float sin_cache[kMaxRot / 2];
   if (n_rot > kMaxRot || n_rot > head_dim || n_rot % 2 != 0) fail("rope: bad n_rot ", n_rot);
   float dims[2] = {0.0f, 0.0f};
   if (config.ext_factor != 0.0f) {
     if (config.n_ctx_orig <= 0) fail("rope: YaRN needs the original context length");
     yarn_corr_dims(n_rot, config, dims);
   }
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    // theta_i = pos * base^(-2i/n_rot), advanced by multiplication as ggml does.
-    float theta = float(pos0 + t);
-    for (int64_t i = 0; i < n_rot / 2; ++i) {
-      const float factor = config.freq_factors != nullptr ? config.freq_factors[i] : 1.0f;
-      float angle = 0.0f;
-      float mscale = 1.0f;
-      yarn_angle(theta / factor, i, config, dims, &angle, &mscale);
-      // mscale is exactly 1 without YaRN or an attention factor: the products change nothing.
-      cos_cache[i] = std::cos(angle) * mscale;
-      sin_cache[i] = std::sin(angle) * mscale;
-      theta *= theta_scale;
-    }
-    for (int64_t h = 0; h < n_head; ++h) {
-      float* v = x + (t * n_head + h) * head_dim;
-      const int64_t half = n_rot / 2;
-      for (int64_t i = 0; i < half; ++i) {
-        const int64_t a = config.style == RopeStyle::kNormal ? 2 * i : i;
-        const int64_t b = config.style == RopeStyle::kNormal ? 2 * i + 1 : i + half;
-        const float x0 = v[a];
-        const float x1 = v[b];
-        // Fused as ggml's build fuses them (its compiler contracts a*b - c*d into one FMA).
-        v[a] = std::fma(x0, cos_cache[i], -(x1 * sin_cache[i]));
-        v[b] = std::fma(x0, sin_cache[i], x1 * cos_cache[i]);
+  // Tokens are independent: each thread rotates its own with its own angle caches.
+  parallel(n_tokens, row_chunk(n_tokens), [&](int64_t t_lo, int64_t t_hi) {
+    float cos_cache[kMaxRot / 2];
+    float sin_cache[kMaxRot / 2];
+    for (int64_t t = t_lo; t < t_hi; ++t) {
+      // theta_i = pos * base^(-2i/n_rot), advanced by multiplication as ggml does.
+      float theta = float(pos0 + t);
+      for (int64_t i = 0; i < n_rot / 2; ++i) {
+        const float factor = config.freq_factors != nullptr ? config.freq_factors[i] : 1.0f;
+        float angle = 0.0f;
+        float mscale = 1.0f;
+        yarn_angle(theta / factor, i, config, dims, &angle, &mscale);
+        // mscale is exactly 1 without YaRN or an attention factor: the products change nothing.
+        cos_cache[i] = std::cos(angle) * mscale;
+        sin_cache[i] = std::sin(angle) * mscale;
+        theta *= theta_scale;
+      }
+      for (int64_t h = 0; h < n_head; ++h) {
+        float* v = x + (t * n_head + h) * head_dim;
+        const int64_t half = n_rot / 2;
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t a = config.style == RopeStyle::kNormal ? 2 * i : i;
+          const int64_t b = config.style == RopeStyle::kNormal ? 2 * i + 1 : i + half;
+          const float x0 = v[a];
+          const float x1 = v[b];
+          // Fused as ggml's build fuses them (its compiler contracts a*b - c*d into one FMA).
+          v[a] = std::fma(x0, cos_cache[i], -(x1 * sin_cache[i]));
+          v[b] = std::fma(x0, sin_cache[i], x1 * cos_cache[i]);
+        }
       }
     }
-  }
+  });
 }
 
 void CpuBackend::glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
                      int64_t n_cols) {
   if (act == GluActivation::kSilu) {
-    swiglu_rows(gate, up, n_rows, n_cols);
+    parallel(n_rows, row_chunk(n_rows), [&](int64_t lo, int64_t hi) {
+      swiglu_rows(gate + lo * n_cols, up + lo * n_cols, hi - lo, n_cols);
+    });
     return;
   }
   if (act == GluActivation::kGeluTanhF16) {
-    geglu_f16_rows(gate, up, n_rows * n_cols);
+    parallel(n_rows, row_chunk(n_rows), [&](int64_t lo, int64_t hi) {
+      geglu_f16_rows(gate + lo * n_cols, up + lo * n_cols, (hi - lo) * n_cols);
+    });
     return;
   }
   if (act == GluActivation::kSwigluOai) {

@@ -48,6 +48,13 @@ class CpuBackend final : public Backend {
     pool_->parallel_for(0, n, chunk, body);
   }
 
+  // Rows per chunk of a row-wise element operation: two chunks per thread, whole rows.
+  int64_t row_chunk(int64_t n_rows) const {
+    const int64_t n_threads = pool_ != nullptr ? pool_->size() : 1;
+    return std::max<int64_t>(1, (n_rows + 2 * n_threads - 1) / (2 * n_threads));
+  }
+  void rms_norm_row(const float* x, const float* weight, float* y, int64_t n, float eps);
+
   void matmul_scaled(VecDotScaledFn dot, QType act_type, const uint8_t* rows, int64_t w_row,
                      int64_t n_rows, const uint8_t* x_q, int64_t act_row, float* y,
                      int64_t n_tokens, int64_t n_cols);
