@@ -435,6 +435,8 @@ def _round_to(x, dtype):
 
 
 def _encode(x, dtype):
+    if dtype in ("U8", "F8_E4M3"):  # already in their stored form (MXFP4 blocks, FP8 codes)
+        return np.ascontiguousarray(x).view(np.uint8).tobytes()
     if dtype == "F32":
         return x.astype("<f4").tobytes()
     if dtype == "F16":
@@ -443,11 +445,14 @@ def _encode(x, dtype):
 
 
 def write_safetensors(path, tensors, dtype):
-    """The safetensors layout by hand (8-byte header length, JSON header, packed data)."""
+    """The safetensors layout by hand (8-byte header length, JSON header, packed data). `dtype`:
+    one safetensors dtype for every tensor, or a dict of them by name (mixed files: FP8 or MXFP4
+    weights beside F32 ones)."""
     header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
     for hf_name, x in tensors.items():
-        blob = _encode(x, dtype)
-        header[hf_name] = {"dtype": dtype, "shape": list(x.shape),
+        kind = dtype[hf_name] if isinstance(dtype, dict) else dtype
+        blob = _encode(x, kind)
+        header[hf_name] = {"dtype": kind, "shape": list(x.shape),
                            "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)

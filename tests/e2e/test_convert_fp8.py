@@ -9,7 +9,6 @@ cross block edges and the last column block is partial (64 = 48 + 16).
 import json
 import os
 import pathlib
-import struct
 import subprocess
 import sys
 
@@ -58,21 +57,6 @@ def dequantize(q, scales):
     return q.astype(np.float32) * full  # one float32 rounding, as the converter's
 
 
-def write_safetensors(path, tensors):
-    """name → (dtype name, array); the layout by hand, as tools/tiny_hf_models.py writes it."""
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, (dtype, x) in tensors.items():
-        blob = np.ascontiguousarray(x).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(x.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
-
-
 def fp8_snapshot(name, out, drop_scale=None):
     """The tiny snapshot `name` with every projection FP8; returns hf name → expected float32."""
     cfg = tiny_hf_models.config(name)
@@ -92,7 +76,9 @@ def fp8_snapshot(name, out, drop_scale=None):
     out.mkdir(parents=True)
     (out / "config.json").write_text(json.dumps(cfg, indent=2))
     (out / "tokenizer.json").write_text(json.dumps(tiny_hf_models.tokenizer_json(cfg["vocab_size"])))
-    write_safetensors(out / "model.safetensors", tensors)
+    tiny_hf_models.write_safetensors(out / "model.safetensors",
+                                     {name: x for name, (_, x) in tensors.items()},
+                                     {name: kind for name, (kind, _) in tensors.items()})
     return expected
 
 

@@ -14,7 +14,6 @@ import json
 import os
 import pathlib
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -66,22 +65,6 @@ def read(path):
     fields = {name: field.contents() for name, field in reader.fields.items()
               if not name.startswith("GGUF.")}
     return fields, {t.name: t for t in reader.tensors}
-
-
-def write_safetensors(path, tensors):
-    """Mixed dtypes (F32 and the MXFP4 U8 pairs): the layout tiny_hf_models writes, by hand."""
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
-    for name, x in tensors.items():
-        dtype = {np.dtype(np.float32): "F32", np.dtype(np.uint8): "U8"}[x.dtype]
-        blob = np.ascontiguousarray(x).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(x.shape),
-                        "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def gguf_experts(weights, layer):
@@ -153,7 +136,9 @@ def write_mxfp4_snapshot(out):
         tensors[p + "gate_up_proj_blocks"], tensors[p + "gate_up_proj_scales"] = values, scales
         down, down_scales = hub_mxfp4(q["ffn_down_exps.weight"])
         tensors[p + "down_proj_blocks"], tensors[p + "down_proj_scales"] = down, down_scales
-    write_safetensors(out / "model.safetensors", tensors)
+    tiny_hf_models.write_safetensors(
+        out / "model.safetensors", tensors,
+        {name: "U8" if x.dtype == np.uint8 else "F32" for name, x in tensors.items()})
     return expected
 
 
