@@ -42,6 +42,12 @@ def llama_cpp_tensors(model_path, tokens, kv_f32):
         if kind != GGML_TYPE_F32:
             return True
         ne = (ctypes.c_int64 * 4).from_address(tensor + 16)
+        nb = (ctypes.c_size_t * 4).from_address(tensor + 48)
+        # Empty tensors (hybrid graphs have some) and non-contiguous views (reading their bytes
+        # as one block would mix in other rows) cannot be compared element by element.
+        contiguous = nb[0] == 4 and all(nb[i + 1] == nb[i] * ne[i] for i in range(3))
+        if ne[0] * ne[1] * ne[2] * ne[3] == 0 or not contiguous:
+            return True
         name = lib.ggml_get_name(tensor).decode()
         data = np.empty(ne[0] * ne[1] * ne[2] * ne[3], dtype=np.float32)
         lib.ggml_backend_tensor_get(tensor, data.ctypes.data, 0, data.nbytes)
