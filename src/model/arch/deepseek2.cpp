@@ -119,19 +119,12 @@ class DeepSeek2 final : public LanguageModel {
       mla_attention(backend, layer.attn, shape_, rope_, kq_scale_, request.sequences, il,
                     stream_.xn.data(), n, attn_scratch_, stream_.branch.data(), trace);
       backend.add(x, stream_.branch.data(), n * n_embd);
-      trace("ffn_inp", il, x, n_embd);
-      backend.rms_norm(x, layer.ffn_norm.data(), stream_.xn.data(), n, n_embd, hp_.rms_eps);
-      trace("ffn_norm", il, stream_.xn.data(), n_embd);
-      deepseek_moe_route(backend, ffn, request.experts, il, stream_.xn.data(), n, ffn_scratch_,
-                         trace);
-      if (il + 1 < hp_.n_layer) {
-        deepseek_moe_prefetch(backend, ffn_[size_t(il + 1)], layers_[size_t(il + 1)].ffn_norm,
-                              hp_.rms_eps, request.experts, il + 1, x, n, n_embd, ffn_scratch_);
-      }
-      deepseek_moe_compute(backend, ffn, request.experts, il, stream_.xn.data(), n, n_embd,
-                           ffn_scratch_, stream_.branch.data(), trace);
-      backend.add(x, stream_.branch.data(), n * n_embd);
-      trace("l_out", il, x, n_embd);
+      const bool last = il + 1 == hp_.n_layer;
+      deepseek_moe_residual(backend, ffn, layer.ffn_norm,
+                            {last ? nullptr : &ffn_[size_t(il + 1)],
+                             last ? nullptr : &layers_[size_t(il + 1)].ffn_norm},
+                            hp_.rms_eps, request.experts, il, x, stream_.xn.data(),
+                            stream_.branch.data(), n, n_embd, ffn_scratch_, trace);
     }
     const LogitRows out = logit_rows(request, x, n, n_embd);
     output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);

@@ -188,18 +188,12 @@ class GlmDsa final : public LanguageModel {
       mla_attend(backend, shape_, kq_scale_, request.sequences, il, attn_scratch_, keys);
       mla_output(backend, layer.attn, shape_, il, n, attn_scratch_, stream_.branch.data(), trace);
       backend.add(x, stream_.branch.data(), n * n_embd);
-      trace("ffn_inp", il, x, n_embd);
-      backend.rms_norm(x, layer.ffn_norm.data(), xn, n, n_embd, hp_.rms_eps);
-      trace("ffn_norm", il, xn, n_embd);
-      deepseek_moe_route(backend, ffn, request.experts, il, xn, n, ffn_scratch_, trace);
-      if (il + 1 < hp_.n_layer) {
-        deepseek_moe_prefetch(backend, ffn_[size_t(il + 1)], layers_[size_t(il + 1)].ffn_norm,
-                              hp_.rms_eps, request.experts, il + 1, x, n, n_embd, ffn_scratch_);
-      }
-      deepseek_moe_compute(backend, ffn, request.experts, il, xn, n, n_embd, ffn_scratch_,
-                           stream_.branch.data(), trace);
-      backend.add(x, stream_.branch.data(), n * n_embd);
-      trace("l_out", il, x, n_embd);
+      const bool last = il + 1 == hp_.n_layer;
+      deepseek_moe_residual(backend, ffn, layer.ffn_norm,
+                            {last ? nullptr : &ffn_[size_t(il + 1)],
+                             last ? nullptr : &layers_[size_t(il + 1)].ffn_norm},
+                            hp_.rms_eps, request.experts, il, x, xn, stream_.branch.data(), n,
+                            n_embd, ffn_scratch_, trace);
     }
     const LogitRows out = logit_rows(request, x, n, n_embd);
     output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);

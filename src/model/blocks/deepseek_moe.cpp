@@ -99,4 +99,23 @@ void deepseek_moe_prefetch(Backend& backend, const DeepSeekMoeWeights& next,
                s.spec);
 }
 
+void deepseek_moe_residual(Backend& backend, const DeepSeekMoeWeights& ffn,
+                           const std::vector<float>& norm, DeepSeekMoeNext next, float norm_eps,
+                           experts::ExpertSource* source, int64_t layer, float* x, float* xn,
+                           float* branch, int64_t n_tokens, int64_t n_embd,
+                           DeepSeekMoeScratch& scratch, const Trace& trace,
+                           const char* norm_trace) {
+  trace("ffn_inp", layer, x, n_embd);
+  backend.rms_norm(x, norm.data(), xn, n_tokens, n_embd, norm_eps);
+  trace(norm_trace, layer, xn, n_embd);
+  deepseek_moe_route(backend, ffn, source, layer, xn, n_tokens, scratch, trace);
+  if (next.ffn != nullptr) {
+    deepseek_moe_prefetch(backend, *next.ffn, *next.norm, norm_eps, source, layer + 1, x, n_tokens,
+                          n_embd, scratch);
+  }
+  deepseek_moe_compute(backend, ffn, source, layer, xn, n_tokens, n_embd, scratch, branch, trace);
+  backend.add(x, branch, n_tokens * n_embd);
+  trace("l_out", layer, x, n_embd);
+}
+
 }  // namespace sluice::model

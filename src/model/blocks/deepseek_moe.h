@@ -62,4 +62,20 @@ void deepseek_moe_prefetch(Backend& backend, const DeepSeekMoeWeights& next,
                            experts::ExpertSource* source, int64_t next_layer, const float* x,
                            int64_t n_tokens, int64_t n_embd, DeepSeekMoeScratch& scratch);
 
+// The next layer's FFN and its norm, for speculation; both nullptr after the last layer.
+struct DeepSeekMoeNext {
+  const DeepSeekMoeWeights* ffn = nullptr;
+  const std::vector<float>* norm = nullptr;
+};
+
+// The FFN half of a pre-norm decoder layer: x [n_tokens, n_embd] += ffn(ffn_norm(x)), the
+// normed input traced as `norm_trace` (llama.cpp's name) and x as l_out afterwards; the next
+// layer's experts are guessed between routing and computing. xn and branch are scratch rows.
+void deepseek_moe_residual(Backend& backend, const DeepSeekMoeWeights& ffn,
+                           const std::vector<float>& norm, DeepSeekMoeNext next, float norm_eps,
+                           experts::ExpertSource* source, int64_t layer, float* x, float* xn,
+                           float* branch, int64_t n_tokens, int64_t n_embd,
+                           DeepSeekMoeScratch& scratch, const Trace& trace,
+                           const char* norm_trace = "ffn_norm");
+
 }  // namespace sluice::model

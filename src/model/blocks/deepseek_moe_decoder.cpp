@@ -78,19 +78,12 @@ class DeepSeekMoeDecoder final : public LanguageModel {
       self_attention(backend, l.attn, l.shape, l.config, request.sequences, il, stream_.xn.data(),
                      n, attn_scratch_, stream_.branch.data(), trace);
       backend.add(x, stream_.branch.data(), n * n_embd);
-      trace("ffn_inp", il, x, n_embd);
-      backend.rms_norm(x, l.ffn_norm.data(), stream_.xn.data(), n, n_embd, eps);
-      trace(c_.ffn_norm_trace, il, stream_.xn.data(), n_embd);
-      deepseek_moe_route(backend, ffn, request.experts, il, stream_.xn.data(), n, ffn_scratch_,
-                         trace);
-      if (il + 1 < n_layer) {
-        deepseek_moe_prefetch(backend, c_.ffn[size_t(il + 1)], c_.layers[size_t(il + 1)].ffn_norm,
-                              eps, request.experts, il + 1, x, n, n_embd, ffn_scratch_);
-      }
-      deepseek_moe_compute(backend, ffn, request.experts, il, stream_.xn.data(), n, n_embd,
-                           ffn_scratch_, stream_.branch.data(), trace);
-      backend.add(x, stream_.branch.data(), n * n_embd);
-      trace("l_out", il, x, n_embd);
+      const bool last = il + 1 == n_layer;
+      deepseek_moe_residual(backend, ffn, l.ffn_norm,
+                            {last ? nullptr : &c_.ffn[size_t(il + 1)],
+                             last ? nullptr : &c_.layers[size_t(il + 1)].ffn_norm},
+                            eps, request.experts, il, x, stream_.xn.data(), stream_.branch.data(),
+                            n, n_embd, ffn_scratch_, trace, c_.ffn_norm_trace);
     }
     const LogitRows out = logit_rows(request, x, n, n_embd);
     output_logits(backend, c_.head, out.x, out.n_rows, eps, request.logits, trace);
