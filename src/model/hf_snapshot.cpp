@@ -220,6 +220,19 @@ struct Rename {
   std::string_view hf, gguf;
 };
 
+// The standard attention of a layer: the input norm and q/k/v/o projections with their biases.
+constexpr Rename kAttention[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},
+    {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.q_proj.bias", "attn_q.bias"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},
+    {"self_attn.k_proj.bias", "attn_k.bias"},
+    {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.v_proj.bias", "attn_v.bias"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.o_proj.bias", "attn_output.bias"},
+};
+
 class Translator {
  public:
   Translator(const ModelFile& in, const Family& family, const Config& config, bool tied)
@@ -474,15 +487,6 @@ class Translator {
     if (rest.ends_with("weight_scale_inv")) return "";     // FP8 block scales: convert's
 
     static constexpr Rename kCommon[] = {
-        {"input_layernorm.weight", "attn_norm.weight"},
-        {"self_attn.q_proj.weight", "attn_q.weight"},
-        {"self_attn.q_proj.bias", "attn_q.bias"},
-        {"self_attn.k_proj.weight", "attn_k.weight"},
-        {"self_attn.k_proj.bias", "attn_k.bias"},
-        {"self_attn.v_proj.weight", "attn_v.weight"},
-        {"self_attn.v_proj.bias", "attn_v.bias"},
-        {"self_attn.o_proj.weight", "attn_output.weight"},
-        {"self_attn.o_proj.bias", "attn_output.bias"},
         {"self_attn.q_norm.weight", "attn_q_norm.weight"},
         {"self_attn.k_norm.weight", "attn_k_norm.weight"},
         {"mlp.gate_proj.weight", "ffn_gate.weight"},
@@ -506,6 +510,7 @@ class Translator {
       if (error != std::errc() || index >= n_layer_) return "";
     }
     if (family_.moe != Moe::kNone) return moe_name(blk, rest);
+    if (const auto name = hf_attention_tensor(rest)) return blk + std::string(*name);
     for (const Rename& r : kCommon) {
       if (rest == r.hf) return blk + std::string(r.gguf);
     }
@@ -708,6 +713,13 @@ class Translator {
 };
 
 }  // namespace
+
+std::optional<std::string_view> hf_attention_tensor(std::string_view rest) {
+  for (const Rename& r : kAttention) {
+    if (rest == r.hf) return r.gguf;
+  }
+  return std::nullopt;
+}
 
 bool is_hf_snapshot(const ModelFile& file) {
   return file.format() == FileFormat::safetensors && !file.contains("general.architecture");

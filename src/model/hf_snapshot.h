@@ -6,6 +6,7 @@
 // in the numbers, it says so with the sluice.hf.* keys below.
 #pragma once
 
+#include <optional>
 #include <string_view>
 
 #include "format/model_file.h"
@@ -27,6 +28,11 @@ inline constexpr std::string_view kHfRopeFreqFactors = "sluice.hf.rope_freq_fact
 // Some weights are FP8 with block scales (which the view drops): only `sluice convert` reads
 // such a snapshot (runtime/hf_convert_fp8.h); loading it to run is refused.
 inline constexpr std::string_view kHfFp8BlockScaled = "sluice.hf.fp8_block_scaled";
+
+// The GGUF name, within its layer, of a Hugging Face layer tensor of the standard attention —
+// input_layernorm and the q/k/v/o projections' weights and biases — or nullopt. The translator
+// and the converters of families that name their attention so (gpt-oss) share it.
+std::optional<std::string_view> hf_attention_tensor(std::string_view rest);
 
 // A safetensors file without general.architecture: a snapshot to translate.
 bool is_hf_snapshot(const ModelFile& file);

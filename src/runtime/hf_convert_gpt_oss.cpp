@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "format/hf/hf_config.h"
+#include "model/hf_snapshot.h"
 
 namespace sluice::convert {
 namespace {
@@ -293,16 +294,11 @@ class Planner {
     }
     const std::string_view rest = name.substr(dot + 1);
     const std::string blk = "blk." + std::string(layer) + ".";
+    if (const auto name = model::hf_attention_tensor(rest)) {
+      push(whole(tensor, blk + std::string(*name)));
+      return true;
+    }
     static constexpr std::pair<std::string_view, std::string_view> kRenames[] = {
-        {"input_layernorm.weight", "attn_norm.weight"},
-        {"self_attn.q_proj.weight", "attn_q.weight"},
-        {"self_attn.q_proj.bias", "attn_q.bias"},
-        {"self_attn.k_proj.weight", "attn_k.weight"},
-        {"self_attn.k_proj.bias", "attn_k.bias"},
-        {"self_attn.v_proj.weight", "attn_v.weight"},
-        {"self_attn.v_proj.bias", "attn_v.bias"},
-        {"self_attn.o_proj.weight", "attn_output.weight"},
-        {"self_attn.o_proj.bias", "attn_output.bias"},
         {"self_attn.sinks", "attn_sinks.weight"},
         {"post_attention_layernorm.weight", "post_attention_norm.weight"},
         {"mlp.router.weight", "ffn_gate_inp.weight"},
