@@ -1,0 +1,46 @@
+// Internal to backend/cuda: what the attention kernels share. cuda_attention.cu validates the
+// call, chooses the kernel and the split of the KV range, and merges split partials;
+// cuda_attention_decode.cu holds the bandwidth-bound F16 decode kernel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace sluice::cuda {
+
+struct AttentionParams {
+  const float* q;  // [n_tokens, n_head, dk]
+  float* out;      // [n_tokens, n_head, dv]
+  const void* k;   // [capacity, n_head_kv, dk]
+  const void* v;   // [capacity, n_head_kv, dv]
+  const float* sinks;
+  int64_t n_tokens, n_head, n_head_kv, group, dk, dv, capacity, pos0, window;
+  float scale, softcap;
+  int rows_per_block;
+  int n_splits;
+  int64_t split_len;    // cells per split, a multiple of the kernel's tile
+  float* partial_acc;   // [n_tokens * n_head, n_splits, dv] when n_splits > 1
+  float* partial_stat;  // [n_tokens * n_head, n_splits, 2]: running max, sum
+};
+
+// Cells per tile of the decode kernel: 8 KB of K and of V (split_len is a multiple of it).
+__host__ __device__ constexpr int decode_tile_cells(int64_t head_dim) {
+  return int(4096 / head_dim);
+}
+// (token, query head) rows per decode block. 4, not 8, even for GQA groups of 8: 8 rows need
+// 168 registers (spilling) and so give 3 blocks per multiprocessor instead of 4, and reading a
+// KV chunk for two blocks of 4 rows (adjacent in the grid: the second read probably hits L2) was
+// faster on the H200 (gpt-oss-like 64/8 × 64 over 32k cells: 108 µs vs 143 µs).
+constexpr int kDecodeRows = 4;
+constexpr int64_t kDecodeMaxTokens = 8;  // more tokens: the prefill kernel (reads K/V once)
+
+// The F16 decode kernel (cuda_attention_decode.cu) takes the call when this is true: at most
+// kDecodeMaxTokens tokens, head_dim_k = head_dim_v in {32, 64, 128, 256}, 16-byte aligned q/K/V
+// (the caller checks that the cells are F16).
+bool decode_kernel_fits(const AttentionParams& p);
+
+// Grid: (ceil(n_tokens * group / rows_per_block), n_head_kv, n_splits).
+void launch_decode_attention(const AttentionParams& p, dim3 grid, cudaStream_t stream);
+
+}  // namespace sluice::cuda

@@ -1,0 +1,201 @@
+// Element-wise kernels of CudaBackend: the GLUs, mul_sigmoid, add, add_bias, scale, softcap and
+// the row softmax, each in CpuBackend's order of float operations (see cuda_math.cuh): SwiGLU
+// and softmax use the same polynomial exp on whole groups of eight and libm's exp on the rest,
+// the f16 GELU reads the CPU's own table, softmax sums its groups as ggml's horizontal add does.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_math.cuh"
+#include "backend/cuda/cuda_ops.h"
+
+namespace sluice::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoefA = 0.044715f;
+  const float inner = __fadd_rn(1.0f, __fmul_rn(__fmul_rn(kCoefA, x), x));
+  const float t = libm_tanhf(__fmul_rn(__fmul_rn(kSqrt2OverPi, x), inner));
+  return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, t));
+}
+
+// gate = act(gate) * up; `n_vector` leading columns of each row take the polynomial exp
+// (cpu::swiglu_rows: groups of eight from each row's start).
+template <GluActivation kAct>
+__global__ void glu_kernel(float* gate, const float* up, int64_t n, int64_t n_cols,
+                           int64_t n_vector, const uint16_t* table) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    const float u = up[i];
+    float r;
+    if constexpr (kAct == GluActivation::kSilu) {
+      const float e = i % n_cols < n_vector ? exp_polynomial(__fsub_rn(0.0f, g)) : libm_expf(-g);
+      r = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, e)), u);
+    } else if constexpr (kAct == GluActivation::kGeluTanh) {
+      r = __fmul_rn(gelu_tanh(g), u);
+    } else if constexpr (kAct == GluActivation::kGeluTanhF16) {
+      float a;
+      if (g <= -10.0f) {
+        a = 0.0f;
+      } else if (g >= 10.0f) {
+        a = g;
+      } else {
+        a = __half2float(__ushort_as_half(table[__half_as_ushort(__float2half_rn(g))]));
+      }
+      r = __fmul_rn(a, u);
+    } else {
+      // gpt-oss: x = std::min(g, 7), y = std::clamp(u, -7, 7), alpha 1.702 (cpu::swiglu_oai).
+      constexpr float kLimit = 7.0f;
+      constexpr float kAlpha = 1.702f;
+      const float x = kLimit < g ? kLimit : g;
+      const float y = u < -kLimit ? -kLimit : (kLimit < u ? kLimit : u);
+      const float glu = __fdiv_rn(x, __fadd_rn(1.0f, libm_expf(__fmul_rn(kAlpha, -x))));
+      r = __fmul_rn(glu, __fadd_rn(y, 1.0f));
+    }
+    gate[i] = r;
+  }
+}
+
+__global__ void mul_sigmoid_kernel(float* x, const float* gate, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    x[i] = __fmul_rn(x[i], __fdiv_rn(1.0f, __fadd_rn(1.0f, libm_expf(-gate[i]))));
+  }
+}
+
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    y[i] = __fadd_rn(y[i], x[i]);
+  }
+}
+
+__global__ void add_bias_kernel(float* x, const float* bias, int64_t n, int64_t n_cols) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    x[i] = __fadd_rn(x[i], bias[i % n_cols]);
+  }
+}
+
+__global__ void scale_kernel(float* x, float factor, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    x[i] = __fmul_rn(x[i], factor);
+  }
+}
+
+__global__ void softcap_kernel(float* x, float cap, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    x[i] = __fmul_rn(cap, libm_tanhf(__fdiv_rn(x[i], cap)));
+  }
+}
+
+// One block per row, as cpu::softmax_row: the maximum, e^(x - max) by the polynomial on groups
+// of eight (each group's float sum formed as ggml's horizontal add, then added in double) and by
+// libm on the tail, then x * float(1 / sum). The double sum is formed in another order than the
+// CPU's; rounded to float, 1 / sum agrees except on a near-tie.
+__global__ void softmax_rows_kernel(float* x, int64_t n_cols) {
+  __shared__ double scratch[32];
+  float* row = x + int64_t(blockIdx.x) * n_cols;
+  float local_max = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n_cols; i += blockDim.x) local_max = fmaxf(local_max, row[i]);
+  const float max = block_max(local_max, reinterpret_cast<float*>(scratch));
+  double local_sum = 0.0;
+  const int64_t n_groups = n_cols / 8;
+  for (int64_t group = threadIdx.x; group < n_groups; group += blockDim.x) {
+    float e[8];
+    for (int j = 0; j < 8; ++j) {
+      e[j] = exp_polynomial(__fsub_rn(row[8 * group + j], max));
+      row[8 * group + j] = e[j];
+    }
+    const float a0 = __fadd_rn(e[0], e[4]), a1 = __fadd_rn(e[1], e[5]);
+    const float a2 = __fadd_rn(e[2], e[6]), a3 = __fadd_rn(e[3], e[7]);
+    local_sum += double(__fadd_rn(__fadd_rn(a0, a2), __fadd_rn(a1, a3)));
+  }
+  for (int64_t i = 8 * n_groups + threadIdx.x; i < n_cols; i += blockDim.x) {
+    row[i] = libm_expf(__fsub_rn(row[i], max));
+    local_sum += double(row[i]);
+  }
+  const double sum = block_sum(local_sum, scratch);
+  const float inv = __double2float_rn(1.0 / sum);
+  for (int64_t i = threadIdx.x; i < n_cols; i += blockDim.x) row[i] = __fmul_rn(row[i], inv);
+}
+
+}  // namespace
+
+void launch_glu(GluActivation act, float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                const uint16_t* gelu_f16_table, cudaStream_t stream) {
+  const int64_t n = n_rows * n_cols;
+  if (n <= 0) return;
+  const unsigned grid = grid_for(n, kThreads);
+  const int64_t n_vector = n_cols & ~int64_t(7);
+  switch (act) {
+    case GluActivation::kSilu:
+      glu_kernel<GluActivation::kSilu>
+          <<<grid, kThreads, 0, stream>>>(gate, up, n, n_cols, n_vector, gelu_f16_table);
+      break;
+    case GluActivation::kGeluTanh:
+      glu_kernel<GluActivation::kGeluTanh>
+          <<<grid, kThreads, 0, stream>>>(gate, up, n, n_cols, n_vector, gelu_f16_table);
+      break;
+    case GluActivation::kGeluTanhF16:
+      if (gelu_f16_table == nullptr) fail("glu: the f16 GELU table is not on the device");
+      glu_kernel<GluActivation::kGeluTanhF16>
+          <<<grid, kThreads, 0, stream>>>(gate, up, n, n_cols, n_vector, gelu_f16_table);
+      break;
+    case GluActivation::kSwigluOai:
+      glu_kernel<GluActivation::kSwigluOai>
+          <<<grid, kThreads, 0, stream>>>(gate, up, n, n_cols, n_vector, gelu_f16_table);
+      break;
+  }
+  check_launch("glu kernel");
+}
+
+void launch_mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  mul_sigmoid_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, gate, n);
+  check_launch("mul_sigmoid kernel");
+}
+
+void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(y, x, n);
+  check_launch("add kernel");
+}
+
+void launch_add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols,
+                     cudaStream_t stream) {
+  const int64_t n = n_rows * n_cols;
+  if (n <= 0) return;
+  add_bias_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, bias, n, n_cols);
+  check_launch("add_bias kernel");
+}
+
+void launch_scale(float* x, float factor, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  scale_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, factor, n);
+  check_launch("scale kernel");
+}
+
+void launch_softcap(float* x, float cap, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return;
+  softcap_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, cap, n);
+  check_launch("softcap kernel");
+}
+
+void launch_softmax_rows(float* x, int64_t n_rows, int64_t n_cols, cudaStream_t stream) {
+  if (n_rows <= 0 || n_cols <= 0) return;
+  if (n_rows > int64_t(0x7fffffff)) fail("softmax_rows: ", n_rows, " rows are too many");
+  // Router rows are short (8..256 experts): one warp per 256 columns, up to 8.
+  const int threads = int(std::clamp<int64_t>(((n_cols / 8 + 31) / 32) * 32, 32, 256));
+  softmax_rows_kernel<<<unsigned(n_rows), threads, 0, stream>>>(x, n_cols);
+  check_launch("softmax_rows kernel");
+}
+
+}  // namespace sluice::cuda

@@ -1,0 +1,46 @@
+// Internal to backend/cuda (CUDA types): the kernel launchers behind CudaBackend, one group per
+// .cu file. Each validates what its kernels assume (one-line sluice::Error otherwise), enqueues
+// on `stream` and returns without waiting; all pointers are device pointers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_memory.h"
+
+namespace sluice::cuda {
+
+// cuda_norm.cu
+void launch_rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
+                     float eps, cudaStream_t stream);
+
+// cuda_rope.cu
+void launch_rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
+                 const RopeConfig& config, cudaStream_t stream);
+
+// cuda_attention.cu. `scratch` holds the split-K partial results (grown as needed).
+void launch_kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
+                     int64_t pos0, cudaStream_t stream);
+struct AttentionDevice {
+  int multiprocessors = 1;
+  size_t max_shared_bytes = 48 * 1024;  // dynamic shared memory a block may opt in to
+};
+void launch_attention(const AttentionCall& call, const AttentionDevice& device,
+                      DeviceBuffer& scratch, cudaStream_t stream);
+
+// cuda_elementwise.cu. gelu_f16_table: device [65536] halves (see make_gelu_f16_table).
+void launch_glu(GluActivation act, float* gate, const float* up, int64_t n_rows, int64_t n_cols,
+                const uint16_t* gelu_f16_table, cudaStream_t stream);
+void launch_mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream);
+void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
+void launch_add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols,
+                     cudaStream_t stream);
+void launch_scale(float* x, float factor, int64_t n, cudaStream_t stream);
+void launch_softcap(float* x, float cap, int64_t n, cudaStream_t stream);
+void launch_softmax_rows(float* x, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
+// The host table of ggml's f16 GELU (the CPU backend's), to be uploaded once: [65536] halves.
+void make_gelu_f16_table(uint16_t* table);
+
+}  // namespace sluice::cuda

@@ -1,0 +1,574 @@
+// Decode (n_tokens <= 8) through integer dot products, as the CPU backend and llama.cpp's MMVQ
+// compute it: the activations are first quantized to the type the CPU pairs with the weight
+// (quant/dot_reference.h: Q8_K, int8 per element, one float scale per 256, int sums per 16; or
+// Q8_0 for Q8_0 weights), bit for bit as quant/quantize.cpp does, by a small kernel into the
+// stream's scratch (quant_scratch.cu); the matvec kernel then multiplies the weight's raw
+// integers with those int8 values four at a time (__dp4a) and applies the float scales once per
+// 16-32 elements. Float decoding spent ~9 instructions per weight element and could not keep
+// up with memory; this path spends well under 2.
+//
+// Why quantized activations: the integer products are exact, so the result differs from
+// quant/dot_reference.h (the CPU's own decode math) only by the order of the float additions
+// over blocks; the test checks it against that reference (README: tolerance).
+//
+// Layout of the quantized activations (QuantizedRows): qs [n_tokens][n_cols] int8, then
+// d [n_tokens][n_cols / block] float, then bsums [n_tokens][n_cols / 16] int16 (Q8_K only):
+// each array dense so a lane's 16-byte loads of qs stay aligned.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/quant_kernel_set.h"
+#include "quant/qtype.h"
+
+namespace sluice::cuda::quant {
+namespace {
+
+// Weight types whose decode goes through int8 activations and __dp4a, and the activation block
+// the CPU pairs them with (quant/dot_reference.h): 256 = Q8_K, 32 = Q8_0.
+constexpr bool has_int8_matvec(QType type) {
+  return type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K || type == QType::Q8_0 ||
+         type == QType::Q2_K || type == QType::IQ4_XS;
+}
+constexpr int activation_block(QType type) {
+  return type == QType::Q8_0 ? 32 : 256;
+}
+
+struct QuantizedRows {
+  int8_t* qs;
+  float* d;
+  int16_t* bsums;
+};
+
+// `block`: 256 (Q8_K: d per 256, bsums per 16) or 32 (Q8_0: d per 32, the fp16-rounded scale
+// as float; no bsums). n_cols is a multiple of `block`, so every array stays 16-byte aligned
+// up to the bsums (4-byte aligned d suffices for them).
+QuantizedRows split_scratch(void* base, int64_t n_tokens, int64_t n_cols, int block) {
+  auto* bytes = static_cast<uint8_t*>(base);
+  QuantizedRows q;
+  q.qs = reinterpret_cast<int8_t*>(bytes);
+  q.d = reinterpret_cast<float*>(bytes + n_tokens * n_cols);
+  q.bsums = reinterpret_cast<int16_t*>(bytes + n_tokens * n_cols + n_tokens * (n_cols / block) * 4);
+  return q;
+}
+
+int64_t scratch_bytes(int64_t n_tokens, int64_t n_cols, int block) {
+  return n_tokens * n_cols + n_tokens * (n_cols / block) * 4 + n_tokens * (n_cols / 16) * 2;
+}
+
+// Programmatic dependent launch (sm_90+): the quantize kernel lets the matvec kernel start at
+// once; the matvec warps pull their weight row towards L2 while the activations are being
+// quantized, then wait for the quantize grid to finish (griddepcontrol.wait returns only when
+// the prerequisite grid has completed and its writes are visible). This hides most of the
+// second launch, which otherwise cost more than a 4096 x 4096 Q4_K matvec reads.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void prefetch_row_then_wait(const uint8_t* row, int64_t row_bytes,
+                                                       int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  for (int64_t off = 128 * int64_t(lane); off < row_bytes; off += 32 * 128) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
+  }
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// One warp per 256-element block, 8 elements per lane. Mirrors quantize_row_q8_k: the signed
+// element of largest magnitude (first wins a tie), iscale = -127 / max, round half to even of
+// the rounded product, clamp at 127, d = 1 / iscale; an all-zero block gives zeros.
+constexpr int kQuantizeWarps = 8;
+
+__global__ void __launch_bounds__(32 * kQuantizeWarps)
+    quantize_q8_k_kernel(const float* __restrict__ x, int64_t n_blocks_total, QuantizedRows q) {
+  allow_dependent_launch();
+  const int lane = threadIdx.x % 32;
+  const int64_t block = int64_t(blockIdx.x) * kQuantizeWarps + threadIdx.x / 32;
+  if (block >= n_blocks_total) return;
+  const float4* src = reinterpret_cast<const float4*>(x + block * 256 + 8 * lane);
+  const float4 a = __ldg(src), b = __ldg(src + 1);
+  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    const float ax = fabsf(v[j]);
+    if (ax > amax) amax = ax, max = v[j];
+  }
+  // Across lanes: larger magnitude wins, the lower lane (earlier element) wins a tie.
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const float other_amax = __shfl_xor_sync(0xffffffffu, amax, offset);
+    const float other_max = __shfl_xor_sync(0xffffffffu, max, offset);
+    const bool other_first = (lane ^ offset) < lane;
+    if (other_amax > amax || (other_amax == amax && other_first))
+      amax = other_amax, max = other_max;
+  }
+  int8_t* qs = q.qs + block * 256 + 8 * lane;
+  uint32_t packed[2] = {0, 0};
+  int sum = 0;
+  float d = 0.0f;
+  if (max != 0.0f) {
+    const float iscale = __fdiv_rn(-127.0f, max);
+    for (int j = 0; j < 8; ++j) {
+      int r = __float2int_rn(__fmul_rn(iscale, v[j]));
+      r = r < 127 ? r : 127;
+      sum += r;
+      packed[j / 4] |= uint32_t(r & 0xff) << (8 * (j % 4));
+    }
+    d = __fdiv_rn(1.0f, iscale);
+  }
+  *reinterpret_cast<uint2*>(qs) = make_uint2(packed[0], packed[1]);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // two lanes make one 16-element sum
+  if (lane % 2 == 0) q.bsums[block * 16 + lane / 2] = int16_t(sum);
+  if (lane == 0) q.d[block] = d;
+}
+
+// One warp per 32-element block, one element per lane. Mirrors quantize_row_q8_0:
+// d = absmax / 127, id = 1 / d (0 for an all-zero block), q = roundf(x * id) (half away from
+// zero); the dot product uses the scale rounded to f16, so that is what d keeps.
+__global__ void __launch_bounds__(32 * kQuantizeWarps)
+    quantize_q8_0_kernel(const float* __restrict__ x, int64_t n_blocks_total, QuantizedRows q) {
+  allow_dependent_launch();
+  const int lane = threadIdx.x % 32;
+  const int64_t block = int64_t(blockIdx.x) * kQuantizeWarps + threadIdx.x / 32;
+  if (block >= n_blocks_total) return;
+  const float v = __ldg(x + block * 32 + lane);
+  // Non-negative floats order as their bit patterns.
+  const float amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v))));
+  const float d = __fdiv_rn(amax, 127.0f);
+  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
+  q.qs[block * 32 + lane] = int8_t(int(roundf(__fmul_rn(v, id))));
+  if (lane == 0) q.d[block] = __half2float(__float2half_rn(d));
+}
+
+// ---- per-type integer kernels --------------------------------------------------------------
+// One warp per weight row, 4 rows per block of 128 threads. Lane L handles, in super-block
+// 4i + L / 8, the 16-byte piece L % 8 of the type's packed low bits, so a warp reads 4 whole
+// super-blocks per step, every lane with one aligned 16-byte load (plus the few scale bytes,
+// which 8 lanes share through L1). Partial sums per lane in float, then a warp shuffle tree.
+
+constexpr int kInt8Threads = 128;
+constexpr int kInt8RowsPerBlock = kInt8Threads / 32;
+
+__device__ __forceinline__ uint32_t byte_at(const uint8_t* p) {
+  return __ldg(p);
+}
+
+// Q4_K / Q5_K 6-bit scale and minimum of sub-block `sub` (0..7).
+__device__ __forceinline__ void k4_scale_min(const uint8_t* packed, int sub, int& scale, int& min) {
+  if (sub < 4) {
+    scale = byte_at(packed + sub) & 0x3f;
+    min = byte_at(packed + sub + 4) & 0x3f;
+  } else {
+    const uint32_t m = byte_at(packed + sub + 4);
+    scale = (m & 0x0f) | ((byte_at(packed + sub - 4) >> 2) & 0x30);
+    min = (m >> 4) | ((byte_at(packed + sub) >> 2) & 0x30);
+  }
+}
+
+__device__ __forceinline__ int dot4x4(const uint32_t (&w)[4], const int4& a, int acc) {
+  acc = __dp4a(int(w[0]), a.x, acc);
+  acc = __dp4a(int(w[1]), a.y, acc);
+  acc = __dp4a(int(w[2]), a.z, acc);
+  return __dp4a(int(w[3]), a.w, acc);
+}
+
+// The per-lane piece of one super-block for kTokens tokens; adds to acc[t].
+template <QType kType, int kTokens>
+struct Int8Piece;
+
+// Q4_K: qs chunk c (32 bytes) holds sub-blocks 2c (low nibbles) and 2c + 1 (high nibbles);
+// piece p = 2c + h takes bytes 16h .. 16h + 15 of the chunk, i.e. elements 16h .. 16h + 15 of
+// both sub-blocks, which are exactly Q8_K's bsums 2(2c) + h and 2(2c + 1) + h.
+template <int kTokens>
+struct Int8Piece<QType::Q4_K, kTokens> {
+  static constexpr int kBytes = 144;
+  __device__ static void run(const uint8_t* b, int piece, const QuantizedRows& q, int64_t n_cols,
+                             int64_t block, float* acc) {
+    const int c = piece / 2, h = piece % 2;
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(b + 16 + 32 * c + 16 * h));
+    const uint32_t dd = __ldg(reinterpret_cast<const uint32_t*>(b));
+    const float d = __half2float(__ushort_as_half(uint16_t(dd & 0xffff)));
+    const float dmin = __half2float(__ushort_as_half(uint16_t(dd >> 16)));
+    int sc0, m0, sc1, m1;
+    k4_scale_min(b + 4, 2 * c, sc0, m0);
+    k4_scale_min(b + 4, 2 * c + 1, sc1, m1);
+    const uint32_t lo[4] = {raw.x & 0x0f0f0f0fu, raw.y & 0x0f0f0f0fu, raw.z & 0x0f0f0f0fu,
+                            raw.w & 0x0f0f0f0fu};
+    const uint32_t hi[4] = {(raw.x >> 4) & 0x0f0f0f0fu, (raw.y >> 4) & 0x0f0f0f0fu,
+                            (raw.z >> 4) & 0x0f0f0f0fu, (raw.w >> 4) & 0x0f0f0f0fu};
+    const int64_t nb = n_cols / 256;
+    for (int t = 0; t < kTokens; ++t) {
+      const int8_t* xq = q.qs + t * n_cols + block * 256;
+      const int4 a0 = __ldg(reinterpret_cast<const int4*>(xq + 64 * c + 16 * h));
+      const int4 a1 = __ldg(reinterpret_cast<const int4*>(xq + 64 * c + 32 + 16 * h));
+      const int16_t* bs = q.bsums + (t * nb + block) * 16;
+      const int isum = sc0 * dot4x4(lo, a0, 0) + sc1 * dot4x4(hi, a1, 0);
+      const int imin = m0 * int(__ldg(bs + 4 * c + h)) + m1 * int(__ldg(bs + 4 * c + 2 + h));
+      const float dx = __ldg(q.d + t * nb + block);
+      acc[t] += __fmul_rn(d, dx) * float(isum) - __fmul_rn(dmin, dx) * float(imin);
+    }
+  }
+};
+
+// Q5_K: Q4_K plus qh (32 bytes at offset 16): bit `sub` of qh[l] is the fifth bit of element
+// 32 sub + l. Piece 2c + h reads qh bytes 16h .. 16h + 15 (bits 2c and 2c + 1).
+template <int kTokens>
+struct Int8Piece<QType::Q5_K, kTokens> {
+  static constexpr int kBytes = 176;
+  __device__ static void run(const uint8_t* b, int piece, const QuantizedRows& q, int64_t n_cols,
+                             int64_t block, float* acc) {
+    const int c = piece / 2, h = piece % 2;
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(b + 48 + 32 * c + 16 * h));
+    const uint4 qh = __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * h));
+    const uint32_t dd = __ldg(reinterpret_cast<const uint32_t*>(b));
+    const float d = __half2float(__ushort_as_half(uint16_t(dd & 0xffff)));
+    const float dmin = __half2float(__ushort_as_half(uint16_t(dd >> 16)));
+    int sc0, m0, sc1, m1;
+    k4_scale_min(b + 4, 2 * c, sc0, m0);
+    k4_scale_min(b + 4, 2 * c + 1, sc1, m1);
+    const uint32_t r[4] = {raw.x, raw.y, raw.z, raw.w};
+    const uint32_t hb[4] = {qh.x, qh.y, qh.z, qh.w};
+    uint32_t lo[4], hi[4];
+    for (int k = 0; k < 4; ++k) {
+      lo[k] = (r[k] & 0x0f0f0f0fu) | (((hb[k] >> (2 * c)) & 0x01010101u) << 4);
+      hi[k] = ((r[k] >> 4) & 0x0f0f0f0fu) | (((hb[k] >> (2 * c + 1)) & 0x01010101u) << 4);
+    }
+    const int64_t nb = n_cols / 256;
+    for (int t = 0; t < kTokens; ++t) {
+      const int8_t* xq = q.qs + t * n_cols + block * 256;
+      const int4 a0 = __ldg(reinterpret_cast<const int4*>(xq + 64 * c + 16 * h));
+      const int4 a1 = __ldg(reinterpret_cast<const int4*>(xq + 64 * c + 32 + 16 * h));
+      const int16_t* bs = q.bsums + (t * nb + block) * 16;
+      const int isum = sc0 * dot4x4(lo, a0, 0) + sc1 * dot4x4(hi, a1, 0);
+      const int imin = m0 * int(__ldg(bs + 4 * c + h)) + m1 * int(__ldg(bs + 4 * c + 2 + h));
+      const float dx = __ldg(q.d + t * nb + block);
+      acc[t] += __fmul_rn(d, dx) * float(isum) - __fmul_rn(dmin, dx) * float(imin);
+    }
+  }
+};
+
+// Q6_K (210-byte blocks, only 2-byte aligned): ql [128], qh [64], scales int8 [16], d f16.
+// Element 128 s + 32 k + l (half s, quarter k, l < 32) has low nibble
+// (ql[64 s + 32 (k % 2) + l] >> 4 (k / 2)) and top bits (qh[32 s + l] >> 2k) & 3, minus 32;
+// its 16-element scale is scales[8 s + 2k + l / 16]. Piece p = 4 s + 2 j + h (j = k % 2 of the
+// ql bytes, h: l in 16h .. 16h + 15) reads 16 ql bytes and 16 qh bytes and serves quarters
+// k = j and k = j + 2, i.e. 32 elements. Loads: 2-byte pieces would cost as much as the math,
+// so the lane reads the aligned 16-byte words covering its bytes and shifts them into place.
+__device__ __forceinline__ uint32_t funnel(uint32_t lo, uint32_t hi, int shift_bytes) {
+  return __funnelshift_r(lo, hi, 8 * shift_bytes);
+}
+__device__ __forceinline__ void load16_unaligned(const uint8_t* p, uint32_t (&out)[4]) {
+  // p is 2-byte aligned: read the two aligned 16-byte words around it, shift bytes into place.
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  const uint4* base = reinterpret_cast<const uint4*>(addr & ~uintptr_t(15));
+  const int off = int(addr & 15);
+  const uint4 a = __ldg(base);
+  if (off == 0) {
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    return;
+  }
+  const uint4 b = __ldg(base + 1);
+  const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  const int word = off / 4, shift = off % 4;
+  // word is 0..3: select without dynamic register indexing.
+  uint32_t s[5];
+  for (int k = 0; k < 5; ++k) {
+    s[k] = word == 0 ? w[k] : word == 1 ? w[k + 1] : word == 2 ? w[k + 2] : w[k + 3];
+  }
+  for (int k = 0; k < 4; ++k) out[k] = funnel(s[k], s[k + 1], shift);
+}
+
+template <int kTokens>
+struct Int8Piece<QType::Q6_K, kTokens> {
+  static constexpr int kBytes = 210;
+  __device__ static void run(const uint8_t* b, int piece, const QuantizedRows& q, int64_t n_cols,
+                             int64_t block, float* acc) {
+    const int s = piece / 4, j = (piece / 2) % 2, h = piece % 2;
+    uint32_t ql[4], qh[4];
+    load16_unaligned(b + 64 * s + 32 * j + 16 * h, ql);
+    load16_unaligned(b + 128 + 32 * s + 16 * h, qh);
+    const float d =
+        __half2float(__ushort_as_half(uint16_t(byte_at(b + 208) | (byte_at(b + 209) << 8))));
+    const int k0 = j, k1 = j + 2;  // the two quarters this piece serves
+    const int sc0 = int8_t(byte_at(b + 192 + 8 * s + 2 * k0 + h));
+    const int sc1 = int8_t(byte_at(b + 192 + 8 * s + 2 * k1 + h));
+    uint32_t v0[4], v1[4];
+    for (int k = 0; k < 4; ++k) {
+      // value - 32 per byte: (low | top << 4) in 0..63, then subtract 32 bytewise (no borrow
+      // crosses bytes since each byte is >= 0 and we compute in signed bytes via __vsub4).
+      const uint32_t a = (ql[k] & 0x0f0f0f0fu) | (((qh[k] >> (2 * k0)) & 0x03030303u) << 4);
+      const uint32_t c = ((ql[k] >> 4) & 0x0f0f0f0fu) | (((qh[k] >> (2 * k1)) & 0x03030303u) << 4);
+      v0[k] = __vsub4(a, 0x20202020u);
+      v1[k] = __vsub4(c, 0x20202020u);
+    }
+    const int64_t nb = n_cols / 256;
+    for (int t = 0; t < kTokens; ++t) {
+      const int8_t* xq = q.qs + t * n_cols + block * 256 + 128 * s + 16 * h;
+      const int4 a0 = __ldg(reinterpret_cast<const int4*>(xq + 32 * k0));
+      const int4 a1 = __ldg(reinterpret_cast<const int4*>(xq + 32 * k1));
+      const int isum = sc0 * dot4x4(v0, a0, 0) + sc1 * dot4x4(v1, a1, 0);
+      const float dx = __ldg(q.d + t * nb + block);
+      acc[t] += __fmul_rn(d, dx) * float(isum);
+    }
+  }
+};
+
+// Q2_K (84-byte blocks, 4-byte aligned): scales [16] (low nibble scale, high nibble minimum
+// per 16 elements), qs [64], d, dmin. Element 128 h + 32 p + j (j < 32) is
+// (qs[32 h + j] >> 2p) & 3. Piece m = 4 h + k takes qs bytes 32 h + 8k .. + 7: 8 elements of
+// each plane p, 32 in all; their 16-element scale is scales[8 h + 2p + k / 2]. Q8_K's bsums
+// cover 16 elements, so the minimum's activation sums come from __dp4a with ones.
+template <int kTokens>
+struct Int8Piece<QType::Q2_K, kTokens> {
+  static constexpr int kBytes = 84;
+  __device__ static void run(const uint8_t* b, int piece, const QuantizedRows& q, int64_t n_cols,
+                             int64_t block, float* acc) {
+    const int h = piece / 4, k = piece % 4;
+    const uint32_t* qs = reinterpret_cast<const uint32_t*>(b + 16 + 32 * h + 8 * k);
+    const uint32_t w0 = __ldg(qs), w1 = __ldg(qs + 1);
+    const uint32_t dd = __ldg(reinterpret_cast<const uint32_t*>(b + 80));
+    const float d = __half2float(__ushort_as_half(uint16_t(dd & 0xffff)));
+    const float dmin = __half2float(__ushort_as_half(uint16_t(dd >> 16)));
+    // The four scale bytes 8h + k/2 + {0, 2, 4, 6}: one aligned word pair, picked by byte.
+    const uint32_t* sw = reinterpret_cast<const uint32_t*>(b + 8 * h);
+    const uint32_t s_lo = __ldg(sw), s_hi = __ldg(sw + 1);
+    const uint32_t sel = k / 2 == 0 ? 0x6420u : 0x7531u;
+    const uint32_t scales = __byte_perm(s_lo, s_hi, sel);  // byte p: scale byte of plane p
+    const int64_t nb = n_cols / 256;
+    for (int t = 0; t < kTokens; ++t) {
+      const int8_t* xq = q.qs + t * n_cols + block * 256 + 128 * h + 8 * k;
+      int isum = 0, imin = 0;
+      for (int p = 0; p < 4; ++p) {
+        const int2 a = __ldg(reinterpret_cast<const int2*>(xq + 32 * p));
+        const int sc = (scales >> (8 * p)) & 0xff;
+        const int dot = __dp4a(int((w1 >> (2 * p)) & 0x03030303u), a.y,
+                               __dp4a(int((w0 >> (2 * p)) & 0x03030303u), a.x, 0));
+        const int sum = __dp4a(0x01010101, a.y, __dp4a(0x01010101, a.x, 0));
+        isum += (sc & 0xf) * dot;
+        imin += (sc >> 4) * sum;
+      }
+      const float dx = __ldg(q.d + t * nb + block);
+      acc[t] += __fmul_rn(d, dx) * float(isum) - __fmul_rn(dmin, dx) * float(imin);
+    }
+  }
+};
+
+// IQ4_XS (136-byte blocks, 8-byte aligned): d, scales_h, scales_l [4], qs [128]. Piece ib is
+// the 32-element sub-block ib: qs bytes 16 ib .. + 15, low nibbles elements 0..15, high nibbles
+// 16..31, each an index into kValuesIq4nl (quant/iq_tables.h), looked up with byte permutes
+// from the table held in four registers (as llama.cpp's get_int_from_table_16).
+__device__ __forceinline__ int2 iq4nl_lookup(uint32_t q4) {
+  // kValuesIq4nl = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+  // as bytes, four per word, little-endian.
+  constexpr uint32_t kT0 = 0xBFAD9881u, kT1 = 0xF6EADDCFu, kT2 = 0x26190D01u, kT3 = 0x71594535u;
+  const uint32_t select_high = 0x32103210u | ((q4 & 0x88888888u) >> 1);
+  uint32_t tmp[2];
+  for (int i = 0; i < 2; ++i) {
+    const uint32_t shift = 16 * i;
+    const uint32_t low = __byte_perm(kT0, kT1, q4 >> shift);
+    const uint32_t high = __byte_perm(kT2, kT3, q4 >> shift);
+    tmp[i] = __byte_perm(low, high, select_high >> shift);
+  }
+  return make_int2(int(__byte_perm(tmp[0], tmp[1], 0x6420)),
+                   int(__byte_perm(tmp[0], tmp[1], 0x7531)));
+}
+
+template <int kTokens>
+struct Int8Piece<QType::IQ4_XS, kTokens> {
+  static constexpr int kBytes = 136;
+  __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
+                             int64_t block, float* acc) {
+    const uint2* qs = reinterpret_cast<const uint2*>(b + 8 + 16 * ib);
+    const uint2 r0 = __ldg(qs), r1 = __ldg(qs + 1);
+    const uint2 head = __ldg(reinterpret_cast<const uint2*>(b));  // d, scales_h, scales_l
+    const float d = __half2float(__ushort_as_half(uint16_t(head.x & 0xffff)));
+    const int low = (head.y >> (4 * ib)) & 0xf;
+    const int high = (head.x >> (16 + 2 * ib)) & 3;
+    const int scale = (low | (high << 4)) - 32;
+    const uint32_t raw[4] = {r0.x, r0.y, r1.x, r1.y};
+    uint32_t lo[4], hi[4];
+    for (int k = 0; k < 4; ++k) {
+      const int2 v = iq4nl_lookup(raw[k]);
+      lo[k] = uint32_t(v.x), hi[k] = uint32_t(v.y);
+    }
+    const int64_t nb = n_cols / 256;
+    for (int t = 0; t < kTokens; ++t) {
+      const int4* xq = reinterpret_cast<const int4*>(q.qs + t * n_cols + block * 256 + 32 * ib);
+      const int isum = dot4x4(hi, __ldg(xq + 1), dot4x4(lo, __ldg(xq), 0));
+      const float dx = __ldg(q.d + t * nb + block);
+      acc[t] += __fmul_rn(d, dx) * float(scale * isum);
+    }
+  }
+};
+
+template <QType kType, int kTokens>
+__global__ void __launch_bounds__(kInt8Threads)
+    int8_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
+                       QuantizedRows q, int64_t n_cols, float* __restrict__ y) {
+  using Piece = Int8Piece<kType, kTokens>;
+  const int lane = threadIdx.x % 32;
+  const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + threadIdx.x / 32;
+  if (row >= n_rows) return;  // whole warps leave: no block-wide barrier below
+  const uint8_t* row_ptr = w + row * row_bytes;
+  prefetch_row_then_wait(row_ptr, row_bytes, lane);
+  const int64_t nb = n_cols / 256;
+  float acc[kTokens] = {};
+#pragma unroll 4
+  for (int64_t block = lane / 8; block < nb; block += 4) {
+    Piece::run(row_ptr + block * Piece::kBytes, lane % 8, q, n_cols, block, acc);
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    float s = acc[t];
+    for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    if (lane == 0) y[t * n_rows + row] = s;
+  }
+}
+
+// Q8_0 (34-byte blocks, only 2-byte aligned): lane L takes block 32i + L of the row. A warp
+// stages its 32 consecutive blocks (1088 bytes) in shared memory with aligned, coalesced
+// 16-byte loads, then each lane assembles its 32 quants from aligned 4-byte shared reads and
+// funnel shifts (2-byte global loads would need 17 load instructions per block).
+constexpr int kQ8StageWords = 72;  // 16-byte words: 1088 bytes + 15 of alignment slack + 1
+
+template <int kTokens>
+__global__ void __launch_bounds__(kInt8Threads)
+    q8_0_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
+                       QuantizedRows q, int64_t n_cols, float* __restrict__ y) {
+  __shared__ uint4 stage[kInt8RowsPerBlock][kQ8StageWords];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + warp;
+  if (row >= n_rows) return;  // whole warps leave; only __syncwarp below
+  const uint8_t* row_ptr = w + row * row_bytes;
+  prefetch_row_then_wait(row_ptr, row_bytes, lane);
+  const int64_t n_blocks = n_cols / 32;
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(stage[warp]);
+  float acc[kTokens] = {};
+  for (int64_t blk0 = 0; blk0 < n_blocks; blk0 += 32) {
+    const int count = n_blocks - blk0 < 32 ? int(n_blocks - blk0) : 32;
+    const uint8_t* p = row_ptr + 34 * blk0;
+    const uintptr_t aligned = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(15);
+    const int off = int(reinterpret_cast<uintptr_t>(p) - aligned);
+    const int n_words = (off + 34 * count + 15) / 16;  // only words holding this row's bytes
+    for (int k = lane; k < n_words; k += 32) {
+      stage[warp][k] = __ldg(reinterpret_cast<const uint4*>(aligned) + k);
+    }
+    __syncwarp();
+    if (lane < count) {
+      const int o = off + 34 * lane;  // even
+      const uint32_t dword = words[o / 4];
+      const uint16_t d_bits = uint16_t((o % 4) ? dword >> 16 : dword & 0xffff);
+      const float d = __half2float(__ushort_as_half(d_bits));
+      const int o2 = o + 2, base = o2 / 4, shift = 8 * (o2 % 4);
+      uint32_t raw[9];
+      for (int k = 0; k < 9; ++k) raw[k] = words[base + k];
+      uint32_t qs[8];
+      for (int k = 0; k < 8; ++k) qs[k] = __funnelshift_r(raw[k], raw[k + 1], shift);
+      const int64_t blk = blk0 + lane;
+      for (int t = 0; t < kTokens; ++t) {
+        const int4* xq = reinterpret_cast<const int4*>(q.qs + t * n_cols + 32 * blk);
+        const int4 a0 = __ldg(xq), a1 = __ldg(xq + 1);
+        const uint32_t lo[4] = {qs[0], qs[1], qs[2], qs[3]};
+        const uint32_t hi[4] = {qs[4], qs[5], qs[6], qs[7]};
+        const int isum = dot4x4(hi, a1, dot4x4(lo, a0, 0));
+        acc[t] += float(isum) * __fmul_rn(d, __ldg(q.d + t * n_blocks + blk));
+      }
+    }
+    __syncwarp();
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    float s = acc[t];
+    for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    if (lane == 0) y[t * n_rows + row] = s;
+  }
+}
+
+bool int8_launched(const char* kernel, std::string* error) {
+  const cudaError_t status = cudaGetLastError();
+  if (status == cudaSuccess) return true;
+  if (error) *error = std::string("cuda ") + kernel + ": " + cudaGetErrorString(status);
+  return false;
+}
+
+// Launches with programmatic stream serialization where the device has it (sm_90+).
+template <class... Params, class... Args>
+bool launch_after_quantize(void (*kernel)(Params...), int64_t blocks, cudaStream_t stream,
+                           std::string* error, Args... args) {
+  int device = 0, major = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(unsigned(blocks));
+  config.blockDim = dim3(kInt8Threads);
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = major >= 9 ? 1 : 0;
+  const cudaError_t status = cudaLaunchKernelEx(&config, kernel, args...);
+  if (status == cudaSuccess) return true;
+  if (error) *error = std::string("cuda int8 matvec: ") + cudaGetErrorString(status);
+  return false;
+}
+
+template <QType kType, int kTokens>
+bool launch_int8_matvec_tokens(const MatmulArgs& a, const QuantizedRows& q, cudaStream_t stream,
+                               std::string* error) {
+  const int64_t blocks = (a.n_rows + kInt8RowsPerBlock - 1) / kInt8RowsPerBlock;
+  const auto* w = static_cast<const uint8_t*>(a.w);
+  if constexpr (kType == QType::Q8_0) {
+    return launch_after_quantize(q8_0_matvec_kernel<kTokens>, blocks, stream, error, w, a.row_bytes,
+                                 a.n_rows, q, a.n_cols, a.y);
+  } else {
+    return launch_after_quantize(int8_matvec_kernel<kType, kTokens>, blocks, stream, error, w,
+                                 a.row_bytes, a.n_rows, q, a.n_cols, a.y);
+  }
+}
+
+// Quantizes the activations into the stream's scratch (quant_scratch.cu), then runs the integer
+// matvec; both only enqueue on the stream.
+template <QType kType>
+bool run_int8_matvec(const MatmulArgs& a, std::string* error) {
+  const auto stream = static_cast<cudaStream_t>(a.stream);
+  constexpr int kActBlock = activation_block(kType);
+  void* scratch = nullptr;
+  if (!activation_scratch(a.stream, scratch_bytes(a.n_tokens, a.n_cols, kActBlock), &scratch,
+                          error)) {
+    return false;
+  }
+  const QuantizedRows q = split_scratch(scratch, a.n_tokens, a.n_cols, kActBlock);
+  const int64_t n_blocks = a.n_tokens * (a.n_cols / kActBlock);
+  if constexpr (kActBlock == 256) {
+    quantize_q8_k_kernel<<<unsigned((n_blocks + kQuantizeWarps - 1) / kQuantizeWarps),
+                           32 * kQuantizeWarps, 0, stream>>>(a.x, n_blocks, q);
+  } else {
+    quantize_q8_0_kernel<<<unsigned((n_blocks + kQuantizeWarps - 1) / kQuantizeWarps),
+                           32 * kQuantizeWarps, 0, stream>>>(a.x, n_blocks, q);
+  }
+  if (!int8_launched("quantize activations", error)) return false;
+  switch (a.n_tokens) {
+    case 1:
+      return launch_int8_matvec_tokens<kType, 1>(a, q, stream, error);
+    case 2:
+      return launch_int8_matvec_tokens<kType, 2>(a, q, stream, error);
+    case 3:
+      return launch_int8_matvec_tokens<kType, 3>(a, q, stream, error);
+    case 4:
+      return launch_int8_matvec_tokens<kType, 4>(a, q, stream, error);
+    case 5:
+      return launch_int8_matvec_tokens<kType, 5>(a, q, stream, error);
+    case 6:
+      return launch_int8_matvec_tokens<kType, 6>(a, q, stream, error);
+    case 7:
+      return launch_int8_matvec_tokens<kType, 7>(a, q, stream, error);
+    default:
+      return launch_int8_matvec_tokens<kType, 8>(a, q, stream, error);
+  }
+}
+
+}  // namespace
+}  // namespace sluice::cuda::quant

@@ -1,0 +1,49 @@
+// Internal to backend/cuda: the per-type kernel entry points that quant_matmul.cu dispatches to.
+// Each quant_kernels_*.cu instantiates the kernel templates (quant_kernels.cuh) for one family of
+// types and hands out their KernelSet. Plain C++ so the dispatcher needs no templates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "quant/qtype.h"
+
+namespace sluice::cuda::quant {
+
+struct MatmulArgs {
+  const void* w;  // [n_rows, row_bytes] device
+  int64_t n_rows, n_cols, row_bytes;
+  const float* x;  // [n_tokens, n_cols] device
+  float* y;        // [n_tokens, n_rows] device
+  int64_t n_tokens;
+  void* stream;  // cudaStream_t
+};
+
+struct GetRowsArgs {
+  const void* table;  // rows of row_bytes bytes, device
+  int64_t n_cols, row_bytes;
+  const int32_t* ids;  // [n] device
+  int64_t n;
+  float* out;  // [n, n_cols] device
+  void* stream;
+};
+
+struct KernelSet {
+  bool (*matmul)(const MatmulArgs& args, std::string* error);
+  bool (*get_rows)(const GetRowsArgs& args, std::string* error);
+  int elems_per_block;  // element granularity of a row (8 for the plain types)
+  int weight_align;     // bytes the weight (and table) pointer must be aligned to
+};
+
+// Device scratch of at least `bytes` for work enqueued on `stream` (a cudaStream_t), reused by
+// later calls on the same stream and device (quant_scratch.cu). False with a one-line message
+// when CUDA cannot provide it.
+bool activation_scratch(void* stream, int64_t bytes, void** out, std::string* error);
+
+// nullptr when the family does not hold `type`.
+const KernelSet* kernel_set_float(QType type);   // F32, F16, BF16
+const KernelSet* kernel_set_legacy(QType type);  // Q4_0 .. Q8_0, IQ4_NL, MXFP4
+const KernelSet* kernel_set_k(QType type);       // Q2_K .. Q6_K
+const KernelSet* kernel_set_iq(QType type);      // IQ2_XXS .. IQ4_XS, IQ1_S, IQ1_M
+
+}  // namespace sluice::cuda::quant

@@ -1,0 +1,84 @@
+// quant_matmul.h: checks shapes and alignment on the host (one-line errors, never a crash) and
+// hands the call to the kernel set of the weight's type (quant_kernels_*.cu).
+#include "backend/cuda/quant_matmul.h"
+
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/quant_kernel_set.h"
+
+namespace sluice::cuda {
+namespace {
+
+const quant::KernelSet* kernel_set(QType type) {
+  if (const quant::KernelSet* set = quant::kernel_set_float(type)) return set;
+  if (const quant::KernelSet* set = quant::kernel_set_legacy(type)) return set;
+  if (const quant::KernelSet* set = quant::kernel_set_k(type)) return set;
+  return quant::kernel_set_iq(type);
+}
+
+bool fail(std::string* error, const std::string& message) {
+  if (error) *error = message;
+  return false;
+}
+
+bool aligned(const void* p, int64_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % uintptr_t(alignment) == 0;
+}
+
+// The checks matmul and get_rows share: a known type, whole blocks (whole groups of 8 for the
+// plain types), an aligned weight pointer. Sets *row_bytes.
+const quant::KernelSet* checked_set(const char* op, QType type, const void* w, int64_t n_cols,
+                                    int64_t* row_bytes_out, std::string* error) {
+  const std::string where = std::string("cuda ") + op + " (" + std::string(qtype_name(type)) + ")";
+  const quant::KernelSet* set = kernel_set(type);
+  if (!set) return fail(error, where + ": weight type not supported on CUDA"), nullptr;
+  if (n_cols <= 0 || n_cols % set->elems_per_block != 0 || n_cols / 8 > INT32_MAX) {
+    fail(error, where + ": n_cols " + std::to_string(n_cols) + " is not a positive multiple of " +
+                    std::to_string(set->elems_per_block));
+    return nullptr;
+  }
+  if (!w || !aligned(w, set->weight_align)) {
+    fail(error, where + ": weights not aligned to " + std::to_string(set->weight_align) + " bytes");
+    return nullptr;
+  }
+  *row_bytes_out = int64_t(*row_bytes(type, uint64_t(n_cols)));
+  return set;
+}
+
+}  // namespace
+
+bool quant_matmul_supported(QType type) {
+  return kernel_set(type) != nullptr;
+}
+
+bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const float* x, float* y,
+            int64_t n_tokens, void* stream, std::string* error) {
+  int64_t row_bytes = 0;
+  const quant::KernelSet* set = checked_set("matmul", type, w, n_cols, &row_bytes, error);
+  if (!set) return false;
+  if (n_rows <= 0 || n_tokens < 0) {
+    return fail(error, "cuda matmul: bad shape: " + std::to_string(n_rows) + " rows, " +
+                           std::to_string(n_tokens) + " tokens");
+  }
+  if (n_tokens == 0) return true;
+  if (!x || !y || !aligned(x, 16) || !aligned(y, 4)) {
+    return fail(error, "cuda matmul: activations must be 16-byte aligned, outputs 4-byte aligned");
+  }
+  return set->matmul({w, n_rows, n_cols, row_bytes, x, y, n_tokens, stream}, error);
+}
+
+bool get_rows(QType type, const void* table, int64_t n_cols, const int32_t* ids, int64_t n,
+              float* out, void* stream, std::string* error) {
+  int64_t row_bytes = 0;
+  const quant::KernelSet* set = checked_set("get_rows", type, table, n_cols, &row_bytes, error);
+  if (!set) return false;
+  if (n < 0) return fail(error, "cuda get_rows: negative id count");
+  if (n == 0) return true;
+  if (!ids || !out || !aligned(out, 16)) {
+    return fail(error, "cuda get_rows: ids missing or output not 16-byte aligned");
+  }
+  return set->get_rows({table, n_cols, row_bytes, ids, n, out, stream}, error);
+}
+
+}  // namespace sluice::cuda

@@ -1,0 +1,31 @@
+// Quantized weight × float activation products and row lookups on the GPU, for every weight type
+// the supported models use. Plain C++ (no CUDA headers): the CUDA backend and the device tests
+// call it; the kernels live in the .cu files of this folder.
+//
+// All pointers are device pointers; `stream` is a cudaStream_t passed as void* (nullptr: the
+// default stream). Calls only enqueue work; errors of the launch are reported by the return
+// value (false with *error set), never by aborting.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "quant/qtype.h"
+
+namespace sluice::cuda {
+
+// True when matmul/get_rows have kernels for weights of `type`.
+bool quant_matmul_supported(QType type);
+
+// y[t, r] = sum_c W[r, c] * x[t, c] for t < n_tokens, r < n_rows.
+// w: n_rows rows of row_bytes(type, n_cols) bytes (GGUF layout, as in the file);
+// x: [n_tokens, n_cols] float; y: [n_tokens, n_rows] float. n_cols is a whole number of blocks.
+bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const float* x, float* y,
+            int64_t n_tokens, void* stream, std::string* error);
+
+// out[i, :] = row ids[i] of the table, dequantized to float. ids: device int32 [n];
+// out: [n, n_cols].
+bool get_rows(QType type, const void* table, int64_t n_cols, const int32_t* ids, int64_t n,
+              float* out, void* stream, std::string* error);
+
+}  // namespace sluice::cuda

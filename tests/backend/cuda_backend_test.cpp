@@ -1,0 +1,521 @@
+// CudaBackend's non-matmul ops against CpuBackend (the reference) on fresh random data each run:
+// inputs uploaded, outputs poisoned with NaN (0xff bytes) before each launch, results downloaded
+// and compared with a tolerance stated per op. Attention is also compared with a float64
+// softmax over the very cells the CPU stored, which bounds the GPU's own error tightly while
+// the CPU-vs-GPU bound covers the CPU's cheaper arithmetic (half accumulators). Skips visibly
+// without the CUDA backend or a device. The seed (from the clock) is in every failure message.
+#include <gtest/gtest.h>
+
+#ifdef SLUICE_HAVE_CUDA
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_memory.h"
+#include "core/half.h"
+#include "sluice/error.h"
+
+namespace sluice::test {
+namespace {
+
+using cuda::DeviceBuffer;
+
+uint32_t clock_seed() {
+  return uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+// Distance in representable floats (0: identical bits or both zero; NaN: huge).
+int64_t ulp_distance(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<int64_t>::max();
+  const auto ordered = [](float f) {
+    const int32_t i = int32_t(fp32_to_bits(f));
+    return i < 0 ? int64_t(std::numeric_limits<int32_t>::min()) - i : int64_t(i);
+  };
+  return std::llabs(ordered(a) - ordered(b));
+}
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device present";
+    gpu_ = std::make_unique<cuda::CudaBackend>();
+    seed_ = clock_seed();
+    rng_.seed(seed_);
+  }
+
+  std::string where() const { return "seed " + std::to_string(seed_); }
+
+  std::vector<float> uniform(size_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) {
+      do x = dist(rng_);
+      while (x == 0.0f);  // never zeros
+    }
+    return v;
+  }
+
+  template <class T>
+  DeviceBuffer upload(const std::vector<T>& host) {
+    DeviceBuffer buffer(std::max<size_t>(1, host.size() * sizeof(T)));
+    cuda::copy_to_device(buffer.data(), host.data(), host.size() * sizeof(T), gpu_->stream());
+    return buffer;
+  }
+  DeviceBuffer poisoned(size_t bytes) {
+    DeviceBuffer buffer(std::max<size_t>(1, bytes));
+    cuda::fill_bytes(buffer.data(), 0xff, bytes, gpu_->stream());
+    return buffer;
+  }
+  template <class T>
+  std::vector<T> download(const DeviceBuffer& buffer, size_t n) {
+    std::vector<T> host(n);
+    cuda::copy_to_host(host.data(), buffer.data(), n * sizeof(T), gpu_->stream());
+    gpu_->synchronize();
+    return host;
+  }
+
+  // Every element within `max_ulp` of the CPU's.
+  void expect_ulps(const std::vector<float>& gpu, const std::vector<float>& cpu, int64_t max_ulp,
+                   const std::string& what) {
+    ASSERT_EQ(gpu.size(), cpu.size());
+    int64_t worst = 0;
+    size_t worst_at = 0;
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      const int64_t d = ulp_distance(gpu[i], cpu[i]);
+      if (d > worst) worst = d, worst_at = i;
+    }
+    EXPECT_LE(worst, max_ulp) << what << ": element " << worst_at << " gpu " << gpu[worst_at]
+                              << " cpu " << cpu[worst_at] << " (" << where() << ")";
+  }
+
+  std::unique_ptr<cuda::CudaBackend> gpu_;
+  cpu::CpuBackend cpu_{nullptr};
+  uint32_t seed_ = 0;
+  std::mt19937 rng_;
+};
+
+// rms_norm: squares summed in double on both sides, only in another order, so the float mean
+// matches except on a double-rounding tie: at most 1 ulp.
+TEST_F(CudaBackendTest, RmsNorm) {
+  for (int64_t n : {1, 64, 4099}) {
+    const int64_t rows = 7;
+    const auto x = uniform(size_t(rows * n), -3.0f, 3.0f);
+    const auto w = uniform(size_t(n), -2.0f, 2.0f);
+    for (bool weighted : {true, false}) {
+      std::vector<float> expected(x.size());
+      cpu_.rms_norm(x.data(), weighted ? w.data() : nullptr, expected.data(), rows, n, 1e-6f);
+      auto dx = upload(x);
+      auto dw = upload(w);
+      auto dy = poisoned(x.size() * sizeof(float));
+      gpu_->rms_norm(dx.as<float>(), weighted ? dw.as<float>() : nullptr, dy.as<float>(), rows, n,
+                     1e-6f);
+      expect_ulps(download<float>(dy, x.size()), expected, 1, "rms_norm n=" + std::to_string(n));
+      gpu_->rms_norm(dx.as<float>(), weighted ? dw.as<float>() : nullptr, dx.as<float>(), rows, n,
+                     1e-6f);  // in place
+      expect_ulps(download<float>(dx, x.size()), expected, 1, "rms_norm in place");
+    }
+  }
+}
+
+// rope: the same float steps; cos/sin are correctly rounded here and within ~0.56 ulp in glibc,
+// so an angle may differ by 1 ulp: |difference| <= 2^-22 (|x0| + |x1|) of the rotated pair.
+TEST_F(CudaBackendTest, RopeVariants) {
+  struct Case {
+    RopeStyle style;
+    int64_t head_dim, n_rot;
+    float freq_scale;
+    bool factors;
+    float ext_factor, attn_factor;
+    int64_t pos0;
+  };
+  const Case cases[] = {
+      {RopeStyle::kNormal, 128, 128, 1.0f, false, 0.0f, 1.0f, 0},
+      {RopeStyle::kNeox, 128, 128, 1.0f, false, 0.0f, 1.0f, 17},
+      {RopeStyle::kNeox, 128, 64, 1.0f, false, 0.0f, 1.0f, 3000},    // partial rotation
+      {RopeStyle::kNormal, 64, 64, 0.25f, true, 0.0f, 1.0f, 70000},  // linear scale, factors
+      {RopeStyle::kNeox, 256, 256, 0.25f, false, 1.0f, 1.0f, 9000},  // YaRN
+      {RopeStyle::kNeox, 192, 64, 0.025f, false, 1.0f, 0.7f, 150000},
+  };
+  for (const Case& c : cases) {
+    const int64_t n_tokens = 9, n_head = 5;
+    const auto x = uniform(size_t(n_tokens * n_head * c.head_dim), -4.0f, 4.0f);
+    const auto factors = uniform(size_t(c.n_rot / 2), 1.0f, 8.0f);
+    auto dfactors = upload(factors);
+    RopeConfig config;
+    config.style = c.style;
+    config.n_rot = c.n_rot;
+    config.freq_base = 500000.0f;
+    config.freq_scale = c.freq_scale;
+    config.ext_factor = c.ext_factor;
+    config.attn_factor = c.attn_factor;
+    config.n_ctx_orig = 4096;
+    config.freq_factors = c.factors ? factors.data() : nullptr;
+    std::vector<float> expected = x;
+    cpu_.rope(expected.data(), n_tokens, n_head, c.head_dim, c.pos0, config);
+    config.freq_factors = c.factors ? dfactors.as<float>() : nullptr;
+    auto dx = upload(x);
+    gpu_->rope(dx.as<float>(), n_tokens, n_head, c.head_dim, c.pos0, config);
+    const auto got = download<float>(dx, x.size());
+    const int64_t half = c.n_rot / 2;
+    for (int64_t row = 0; row < n_tokens * n_head; ++row) {
+      for (int64_t i = 0; i < c.head_dim; ++i) {
+        // The pair partner of i (dimensions past n_rot pass through and must be equal).
+        int64_t a = i, b = i;
+        if (i < c.n_rot) {
+          a = c.style == RopeStyle::kNormal ? i & ~int64_t(1) : i % half;
+          b = c.style == RopeStyle::kNormal ? a + 1 : a + half;
+        }
+        const size_t at = size_t(row * c.head_dim + i);
+        const float bound = i < c.n_rot ? 0x1p-22f * (std::fabs(x[size_t(row * c.head_dim + a)]) +
+                                                      std::fabs(x[size_t(row * c.head_dim + b)]))
+                                        : 0.0f;
+        ASSERT_LE(std::fabs(got[at] - expected[at]), bound)
+            << "rope n_rot " << c.n_rot << " pos0 " << c.pos0 << " element " << at << " ("
+            << where() << ")";
+      }
+    }
+  }
+}
+
+// kv_store: F32 cells copied, F16 cells rounded to nearest even as core/half.h does: bit equal,
+// including the ring's wrap (cell = position % capacity) and untouched cells.
+TEST_F(CudaBackendTest, KvStoreWrapsTheRing) {
+  for (KvElement type : {KvElement::kF16, KvElement::kF32}) {
+    const int64_t capacity = 16, n_head_kv = 3, dk = 40, dv = 24, n_tokens = 5, pos0 = 14;
+    const size_t elem = type == KvElement::kF16 ? 2 : 4;
+    const size_t k_bytes = size_t(capacity * n_head_kv * dk) * elem;
+    const size_t v_bytes = size_t(capacity * n_head_kv * dv) * elem;
+    const auto k = uniform(size_t(n_tokens * n_head_kv * dk), -3.0f, 3.0f);
+    const auto v = uniform(size_t(n_tokens * n_head_kv * dv), -3.0f, 3.0f);
+    std::vector<uint8_t> cpu_k(k_bytes, 0xff), cpu_v(v_bytes, 0xff);
+    KvLayerView view{type, cpu_k.data(), cpu_v.data(), capacity, n_head_kv, dk, dv};
+    cpu_.kv_store(view, k.data(), v.data(), n_tokens, pos0);
+    auto dk_cells = poisoned(k_bytes);
+    auto dv_cells = poisoned(v_bytes);
+    auto dk_in = upload(k);
+    auto dv_in = upload(v);
+    view.k = dk_cells.data();
+    view.v = dv_cells.data();
+    gpu_->kv_store(view, dk_in.as<float>(), dv_in.as<float>(), n_tokens, pos0);
+    EXPECT_EQ(download<uint8_t>(dk_cells, k_bytes), cpu_k) << where();
+    EXPECT_EQ(download<uint8_t>(dv_cells, v_bytes), cpu_v) << where();
+  }
+}
+
+// glu. kGeluTanhF16 reads the CPU's own table: bit equal. kSilu: the polynomial exp is bit
+// equal, the row tails (n_cols % 8) use libm's expf (glibc within ~0.5 ulp of the correctly
+// rounded value used here), as do kSwigluOai; 2 ulp covers that ulp through 1 + e and the
+// division. kGeluTanh: one tanhf ulp is magnified by 1 + tanh cancelling for x << 0, so the
+// bound is absolute, 2^-21 |x u| (1 + tanh <= 2, times 0.5 x, times u, twice an ulp of tanh).
+TEST_F(CudaBackendTest, GluActivations) {
+  const int64_t n_rows = 3, n_cols = 131;  // 131: a tail of 3 after 16 groups of 8
+  for (GluActivation act : {GluActivation::kSilu, GluActivation::kGeluTanh,
+                            GluActivation::kGeluTanhF16, GluActivation::kSwigluOai}) {
+    const auto gate = uniform(size_t(n_rows * n_cols), -12.0f, 12.0f);
+    const auto up = uniform(size_t(n_rows * n_cols), -9.0f, 9.0f);
+    std::vector<float> expected = gate;
+    cpu_.glu(act, expected.data(), up.data(), n_rows, n_cols);
+    auto dg = upload(gate);
+    auto du = upload(up);
+    gpu_->glu(act, dg.as<float>(), du.as<float>(), n_rows, n_cols);
+    const auto got = download<float>(dg, gate.size());
+    const std::string what = "glu " + std::to_string(int(act));
+    if (act == GluActivation::kGeluTanhF16) {
+      expect_ulps(got, expected, 0, what);
+    } else if (act == GluActivation::kGeluTanh) {
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_LE(std::fabs(got[i] - expected[i]), 0x1p-21f * std::fabs(gate[i] * up[i]) + 1e-30f)
+            << what << " element " << i << " (" << where() << ")";
+      }
+    } else {
+      expect_ulps(got, expected, 2, what);
+    }
+  }
+}
+
+// mul_sigmoid: libm's expf inside (see above): 2 ulp. add, add_bias, scale: one IEEE operation
+// each: bit equal. softcap: libm's tanhf: 2 ulp.
+TEST_F(CudaBackendTest, ElementwiseOps) {
+  const int64_t n_rows = 5, n_cols = 1001, n = n_rows * n_cols;
+  const auto x = uniform(size_t(n), -20.0f, 20.0f);
+  const auto g = uniform(size_t(n), -20.0f, 20.0f);
+  const auto bias = uniform(size_t(n_cols), -1.0f, 1.0f);
+  {
+    std::vector<float> expected = x;
+    cpu_.mul_sigmoid(expected.data(), g.data(), n);
+    auto dx = upload(x);
+    auto dg = upload(g);
+    gpu_->mul_sigmoid(dx.as<float>(), dg.as<float>(), n);
+    expect_ulps(download<float>(dx, size_t(n)), expected, 2, "mul_sigmoid");
+  }
+  {
+    std::vector<float> expected = x;
+    cpu_.add(expected.data(), g.data(), n);
+    auto dx = upload(x);
+    auto dg = upload(g);
+    gpu_->add(dx.as<float>(), dg.as<float>(), n);
+    expect_ulps(download<float>(dx, size_t(n)), expected, 0, "add");
+  }
+  {
+    std::vector<float> expected = x;
+    cpu_.add_bias(expected.data(), bias.data(), n_rows, n_cols);
+    auto dx = upload(x);
+    auto db = upload(bias);
+    gpu_->add_bias(dx.as<float>(), db.as<float>(), n_rows, n_cols);
+    expect_ulps(download<float>(dx, size_t(n)), expected, 0, "add_bias");
+  }
+  {
+    std::vector<float> expected = x;
+    cpu_.scale(expected.data(), 0.0883883f, n);
+    auto dx = upload(x);
+    gpu_->scale(dx.as<float>(), 0.0883883f, n);
+    expect_ulps(download<float>(dx, size_t(n)), expected, 0, "scale");
+  }
+  {
+    std::vector<float> expected = x;
+    cpu_.softcap(expected.data(), 15.0f, n);
+    auto dx = upload(x);
+    gpu_->softcap(dx.as<float>(), 15.0f, n);
+    expect_ulps(download<float>(dx, size_t(n)), expected, 2, "softcap");
+  }
+}
+
+// softmax_rows: the polynomial exp bit equal, libm's expf on the tail (n % 8); the double sum
+// in another order: float(1 / sum) equal but for a near-tie. 1 ulp, or 2 with a tail.
+TEST_F(CudaBackendTest, SoftmaxRows) {
+  for (int64_t n_cols : {8, 64, 128, 131, 256, 3}) {
+    const int64_t n_rows = 33;
+    const auto x = uniform(size_t(n_rows * n_cols), -8.0f, 8.0f);
+    std::vector<float> expected = x;
+    cpu_.softmax_rows(expected.data(), n_rows, n_cols);
+    auto dx = upload(x);
+    gpu_->softmax_rows(dx.as<float>(), n_rows, n_cols);
+    expect_ulps(download<float>(dx, x.size()), expected, n_cols % 8 == 0 ? 1 : 2,
+                "softmax_rows n=" + std::to_string(n_cols));
+  }
+}
+
+struct AttentionCase {
+  const char* name;
+  KvElement type;
+  int64_t n_head, n_head_kv, dk, dv;
+  int64_t n_tokens, pos0, capacity, window;
+  float softcap;
+  bool sinks;
+};
+
+// attention. Both sides store the same history with kv_store (chunks that wrap the ring when the
+// capacity is short), then attend the last chunk. Errors are measured per output element
+// relative to a(t, h, d) = sum_p softmax_p |v_p,d| (the output's own scale; a convex
+// combination can lose no more than that):
+//  - GPU vs a float64 softmax over the CPU's cells (float q, cells as stored): float32 online
+//    softmax, exp and sums in float, split partials merged in float: 1e-5 a.
+//  - GPU vs CPU: the CPU's F32 path is float32 too (1e-5 a more); its F16 decode path (chunks
+//    under 64 tokens) rounds the query to half and keeps the value accumulator in half,
+//    rounding it at every cell (2^-12 relative each): against this file's float64 reference
+//    on these cases it measured 1.2e-3 .. 3.5e-3 a on the CPU alone, so 1e-2 a; its F16
+//    tiled path (64+ tokens) is
+//    float32 with the polynomial exp: 2e-5 a.
+class CudaAttentionTest : public CudaBackendTest {
+ protected:
+  void run(const AttentionCase& c) {
+    SCOPED_TRACE(std::string(c.name) + ", " + where());
+    const int64_t group = c.n_head / c.n_head_kv;
+    const size_t elem = c.type == KvElement::kF16 ? 2 : 4;
+    const int64_t k_row = c.n_head_kv * c.dk, v_row = c.n_head_kv * c.dv;
+    std::vector<uint8_t> cpu_k(size_t(c.capacity * k_row) * elem, 0xff);
+    std::vector<uint8_t> cpu_v(size_t(c.capacity * v_row) * elem, 0xff);
+    auto gpu_k = poisoned(cpu_k.size());
+    auto gpu_v = poisoned(cpu_v.size());
+    KvLayerView cpu_view{c.type, cpu_k.data(), cpu_v.data(), c.capacity, c.n_head_kv, c.dk, c.dv};
+    KvLayerView gpu_view = cpu_view;
+    gpu_view.k = gpu_k.data();
+    gpu_view.v = gpu_v.data();
+
+    // History before the chunk, in chunks no longer than the ring, then the chunk itself.
+    const int64_t end = c.pos0 + c.n_tokens;
+    const int64_t history_start = std::max<int64_t>(0, c.pos0 - c.capacity);
+    for (int64_t p = history_start; p < end;) {
+      const int64_t n =
+          p < c.pos0 ? std::min(c.pos0 - p, std::min<int64_t>(c.capacity, 512)) : c.n_tokens;
+      const auto k = uniform(size_t(n * k_row), -1.0f, 1.0f);
+      const auto v = uniform(size_t(n * v_row), -1.0f, 1.0f);
+      cpu_.kv_store(cpu_view, k.data(), v.data(), n, p);
+      auto dk_in = upload(k);
+      auto dv_in = upload(v);
+      gpu_->kv_store(gpu_view, dk_in.as<float>(), dv_in.as<float>(), n, p);
+      gpu_->synchronize();
+      p += n;
+    }
+    ASSERT_EQ(download<uint8_t>(gpu_k, cpu_k.size()), cpu_k) << "cells differ after kv_store";
+    ASSERT_EQ(download<uint8_t>(gpu_v, cpu_v.size()), cpu_v) << "cells differ after kv_store";
+
+    // Queries spread so that softmaxes are far from uniform.
+    const float q_range = 6.0f / std::sqrt(float(c.dk));
+    const auto q = uniform(size_t(c.n_tokens * c.n_head * c.dk), -q_range * 4, q_range * 4);
+    const auto sinks = uniform(size_t(c.n_head), -2.0f, 4.0f);
+    AttentionCall call;
+    call.q = q.data();
+    call.n_tokens = c.n_tokens;
+    call.n_head = c.n_head;
+    call.pos0 = c.pos0;
+    call.window = c.window;
+    call.scale = 1.0f / std::sqrt(float(c.dk));
+    call.softcap = c.softcap;
+    call.sinks = c.sinks ? sinks.data() : nullptr;
+    call.kv = cpu_view;
+    const size_t out_n = size_t(c.n_tokens * c.n_head * c.dv);
+    std::vector<float> cpu_out(out_n);
+    call.out = cpu_out.data();
+    cpu_.attention(call);
+
+    auto dq = upload(q);
+    auto dsinks = upload(sinks);
+    auto dout = poisoned(out_n * sizeof(float));
+    call.q = dq.as<float>();
+    call.out = dout.as<float>();
+    call.sinks = c.sinks ? dsinks.as<float>() : nullptr;
+    call.kv = gpu_view;
+    gpu_->attention(call);
+    const auto gpu_out = download<float>(dout, out_n);
+
+    const double cpu_tolerance = c.type == KvElement::kF32 ? 1e-5 : c.n_tokens >= 64 ? 2e-5 : 1e-2;
+    const auto cell = [&](const std::vector<uint8_t>& cells, int64_t index) {
+      if (c.type == KvElement::kF32) {
+        float f;
+        std::memcpy(&f, cells.data() + size_t(index) * 4, 4);
+        return double(f);
+      }
+      uint16_t h;
+      std::memcpy(&h, cells.data() + size_t(index) * 2, 2);
+      return double(fp16_to_fp32(h));
+    };
+    double worst_gpu = 0.0, worst_cpu = 0.0;
+    std::vector<double> scores, acc(size_t(c.dv)), abs_acc(size_t(c.dv));
+    for (int64_t t = 0; t < c.n_tokens; ++t) {
+      const int64_t pos = c.pos0 + t;
+      const int64_t first = c.window > 0 ? std::max<int64_t>(0, pos - c.window + 1) : 0;
+      for (int64_t h = 0; h < c.n_head; ++h) {
+        const int64_t kv_head = h / group;
+        const float* qh = q.data() + (t * c.n_head + h) * c.dk;
+        scores.clear();
+        double max_score = c.sinks ? double(sinks[size_t(h)]) : -1e300;
+        for (int64_t p = first; p <= pos; ++p) {
+          const int64_t base = ((p % c.capacity) * c.n_head_kv + kv_head) * c.dk;
+          double s = 0.0;
+          for (int64_t d = 0; d < c.dk; ++d) s += double(qh[d]) * cell(cpu_k, base + d);
+          s *= double(call.scale);
+          if (c.softcap > 0.0f) s = double(c.softcap) * std::tanh(s / double(c.softcap));
+          scores.push_back(s);
+          max_score = std::max(max_score, s);
+        }
+        double sum = c.sinks ? std::exp(double(sinks[size_t(h)]) - max_score) : 0.0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        std::fill(abs_acc.begin(), abs_acc.end(), 0.0);
+        for (int64_t p = first; p <= pos; ++p) {
+          const double w = std::exp(scores[size_t(p - first)] - max_score);
+          sum += w;
+          const int64_t base = ((p % c.capacity) * c.n_head_kv + kv_head) * c.dv;
+          for (int64_t d = 0; d < c.dv; ++d) {
+            const double v = cell(cpu_v, base + d);
+            acc[size_t(d)] += w * v;
+            abs_acc[size_t(d)] += w * std::fabs(v);
+          }
+        }
+        for (int64_t d = 0; d < c.dv; ++d) {
+          const size_t at = size_t((t * c.n_head + h) * c.dv + d);
+          const double expected = acc[size_t(d)] / sum;
+          const double a = abs_acc[size_t(d)] / sum + 1e-30;
+          const double gpu_error = std::fabs(double(gpu_out[at]) - expected) / a;
+          const double cpu_error = std::fabs(double(gpu_out[at]) - double(cpu_out[at])) / a;
+          ASSERT_FALSE(std::isnan(gpu_out[at])) << "NaN at token " << t << " head " << h;
+          worst_gpu = std::max(worst_gpu, gpu_error);
+          worst_cpu = std::max(worst_cpu, cpu_error);
+          ASSERT_LE(gpu_error, 1e-5) << "vs float64: token " << t << " head " << h << " dim " << d
+                                     << " gpu " << gpu_out[at] << " expected " << expected;
+          ASSERT_LE(cpu_error, cpu_tolerance + 1e-5)
+              << "vs CPU: token " << t << " head " << h << " dim " << d << " gpu " << gpu_out[at]
+              << " cpu " << cpu_out[at];
+        }
+      }
+    }
+    std::printf("  %-28s worst |gpu-f64|/a %.2e, |gpu-cpu|/a %.2e\n", c.name, worst_gpu, worst_cpu);
+  }
+};
+
+TEST_F(CudaAttentionTest, DecodeGqaRatios) {
+  //         name                    type             nh nkv  dk   dv  n  pos0 cap  win cap  sinks
+  run({"mha 64 f32", KvElement::kF32, 8, 8, 64, 64, 1, 200, 512, 0, 0.0f, false});
+  run({"gqa4 128 f16", KvElement::kF16, 16, 4, 128, 128, 1, 1000, 2048, 0, 0.0f, false});
+  run({"gqa8 128 f16 sinks", KvElement::kF16, 32, 4, 128, 128, 5, 700, 1024, 0, 0.0f, true});
+  run({"gqa8 256 f32 softcap", KvElement::kF32, 8, 1, 256, 256, 1, 900, 1024, 0, 2.0f, false});
+  run({"gqa8 f16 4k cache", KvElement::kF16, 16, 2, 128, 128, 1, 4095, 4096, 0, 0.0f, false});
+}
+
+// The F16 decode kernel (cuda_attention_decode.cu): every head dim it takes, 4- and 8-row
+// blocks, up to 8 tokens, and long caches split over a hundred or more blocks whose partials the
+// combine kernel merges (with sinks, softcap and a window across the ring's wrap).
+TEST_F(CudaAttentionTest, DecodeKernelSplitK) {
+  run({"d32 gqa2 f16 3 tokens", KvElement::kF16, 4, 2, 32, 32, 3, 333, 512, 0, 0.0f, false});
+  run({"d256 gqa4 f16 softcap", KvElement::kF16, 8, 2, 256, 256, 1, 3000, 4096, 0, 30.0f, true});
+  run({"d64 gqa8 f16 16k sinks", KvElement::kF16, 16, 2, 64, 64, 1, 16383, 16384, 0, 0.0f, true});
+  run({"d128 gqa4 f16 8 tokens", KvElement::kF16, 8, 2, 128, 128, 8, 9000, 12288, 0, 0.0f, false});
+  run({"d64 mha f16 window 7", KvElement::kF16, 4, 4, 64, 64, 7, 9000, 4096, 4000, 0.0f, true});
+}
+
+TEST_F(CudaAttentionTest, PrefillChunks) {
+  run({"gqa8 256 f16 softcap", KvElement::kF16, 8, 1, 256, 256, 64, 300, 512, 0, 2.0f, false});
+  run({"gqa4 128 f16 300 tokens", KvElement::kF16, 8, 2, 128, 128, 300, 0, 512, 0, 0.0f, false});
+  run({"mha 64 f32 300 tokens", KvElement::kF32, 4, 4, 64, 64, 300, 37, 512, 0, 0.0f, true});
+  run({"gqa8 128 f16 sinks", KvElement::kF16, 16, 2, 128, 128, 64, 100, 256, 0, 0.0f, true});
+}
+
+TEST_F(CudaAttentionTest, MlaHeadDims) {
+  run({"mla 192/128 f32 decode", KvElement::kF32, 16, 16, 192, 128, 1, 400, 1024, 0, 0.0f, false});
+  run({"mla 192/128 f16 5", KvElement::kF16, 16, 16, 192, 128, 5, 400, 1024, 0, 0.0f, false});
+  run({"mla 192/128 f16 64", KvElement::kF16, 8, 8, 192, 128, 64, 200, 512, 0, 0.0f, false});
+}
+
+TEST_F(CudaAttentionTest, SlidingWindowOverWrappedRing) {
+  run({"window f16 decode", KvElement::kF16, 8, 2, 128, 128, 1, 5000, 256, 128, 0.0f, false});
+  run({"window f16 5 tokens", KvElement::kF16, 8, 2, 64, 64, 5, 1000, 256, 128, 0.0f, true});
+  run({"window f32 64 tokens", KvElement::kF32, 16, 2, 128, 128, 64, 1000, 256, 128, 0.0f, true});
+  run({"window f16 64 softcap", KvElement::kF16, 4, 1, 256, 256, 64, 777, 256, 100, 30.0f, false});
+}
+
+TEST_F(CudaBackendTest, RejectsBadCallsWithAnError) {
+  AttentionCall call;
+  call.n_tokens = 1;
+  call.n_head = 6;
+  call.kv.n_head_kv = 4;
+  call.kv.head_dim_k = call.kv.head_dim_v = 64;
+  call.kv.capacity = 8;
+  EXPECT_THROW(gpu_->attention(call), Error);
+  RopeConfig config;
+  config.n_rot = 7;
+  EXPECT_THROW(gpu_->rope(nullptr, 1, 1, 8, 0, config), Error);
+  gpu_->synchronize();  // nothing was queued by the failed calls
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+#else
+
+TEST(CudaBackendTest, Skipped) {
+  GTEST_SKIP() << "CUDA backend not built (no nvcc at configure time)";
+}
+
+#endif
