@@ -17,7 +17,12 @@ page faults and bytes read (/proc/PID/io), and, when fio is installed, the disk'
 random-read bandwidth for expert-sized reads at queue depth 32.
 
     .venv/bin/python bench/moe_streaming.py MODEL.gguf [--available 6G] [--budget 5G]
-        [-p 32] [-n 16] [--rounds 3] [--threads 2] [--json-out FILE]
+        [-p 32] [-n 16] [--rounds 3] [--threads 2] [--json-out FILE] [--no-llama]
+
+Decode-phase figures (the last -n forward calls of the last round): bytes read per token, hit
+rate, and the disk-bound ceiling: the tokens/s decode would reach if every byte it read came at
+fio's measured bandwidth and nothing else took time. --no-llama runs sluice alone (for models
+llama.cpp cannot load, or would page in too slowly to finish in the time at hand).
 """
 from __future__ import annotations
 
@@ -137,6 +142,7 @@ def main() -> int:
     parser.add_argument("--rounds", "-r", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--json-out", type=pathlib.Path)
+    parser.add_argument("--no-llama", action="store_true", help="run sluice alone")
     parser.add_argument("--llama-side", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.llama_side:
@@ -159,6 +165,8 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             for r in range(args.rounds):
                 sides = ["sluice", "llama.cpp"] if r % 2 == 0 else ["llama.cpp", "sluice"]
+                if args.no_llama:
+                    sides = ["sluice"]
                 row = {}
                 for side in sides:
                     drop_caches()
@@ -166,15 +174,18 @@ def main() -> int:
                     row[side] = sluice_round(args, pathlib.Path(tmp) / "s.json") if side == "sluice" \
                         else llama_round(args)
                     row[side]["wall"] = time.time() - start
+                llama_text = (f"llama.cpp pp {row['llama.cpp']['pp']:.2f} tg {row['llama.cpp']['tg']:.3f}"
+                              if "llama.cpp" in row else "llama.cpp not run")
                 print(f"round {r + 1}: sluice pp {row['sluice']['pp']:.2f} tg {row['sluice']['tg']:.3f} | "
-                      f"llama.cpp pp {row['llama.cpp']['pp']:.2f} tg {row['llama.cpp']['tg']:.3f} tok/s", flush=True)
+                      f"{llama_text} tok/s", flush=True)
                 rounds.append(row)
     finally:
         if locker:
             locker.stdin.close()
             locker.wait()
 
-    med = lambda side, key: statistics.median(r[side][key] for r in rounds)  # noqa: E731
+    med = lambda side, key: (statistics.median(r[side][key] for r in rounds)  # noqa: E731
+                             if side in rounds[0] else None)
     s = rounds[-1]["sluice"]["stats"]
     acquired = s["hits"] + s["misses"]
     expert_bytes = s["bytes_read"] / max(s["experts_read"], 1)
@@ -182,6 +193,10 @@ def main() -> int:
     ideal = (s["misses"] + s["speculative_used"]) * expert_bytes
     read_gbs = s["bytes_read"] / s["read_seconds"] / 1e9 if s["read_seconds"] else 0.0
     fio = fio_bandwidth(args.model, int(expert_bytes))
+    # Decode: the last n forward calls (after the warm-up, the prefill and the 1-token prefix).
+    decode_bytes = s["step_bytes_read"][-args.n:]
+    decode_hits, decode_misses = sum(s["step_hits"][-args.n:]), sum(s["step_misses"][-args.n:])
+    bytes_per_token = statistics.mean(decode_bytes) if decode_bytes else 0.0
     summary = {
         "model": str(args.model), "size_gb": args.model.stat().st_size / 1e9, "threads": args.threads,
         "available": args.available, "budget_bytes": args.budget_bytes, "p": args.p, "n": args.n,
@@ -190,17 +205,24 @@ def main() -> int:
         "hit_rate": s["hits"] / acquired if acquired else 1.0,
         "bytes_read_over_ideal": s["bytes_read"] / ideal if ideal else None,
         "miss_path_gbs": read_gbs, "fio_gbs": fio,
+        "decode_bytes_per_token": bytes_per_token,
+        "decode_hit_rate": decode_hits / (decode_hits + decode_misses) if decode_hits + decode_misses else 1.0,
+        "disk_bound_tg": fio * 1e9 / bytes_per_token if fio and bytes_per_token else None,
+        "slot_bytes": s["slot_bytes"], "slots": s["slots"],
         "speculative_reads": s["speculative_reads"], "speculative_used": s["speculative_used"],
         "io_wait_seconds": s["io_wait_seconds"],
-        "llama_major_faults": rounds[-1]["llama.cpp"]["major_faults"],
-        "llama_read_gb": rounds[-1]["llama.cpp"]["read_bytes"] / 1e9,
+        "llama_major_faults": rounds[-1]["llama.cpp"]["major_faults"] if not args.no_llama else None,
+        "llama_read_gb": rounds[-1]["llama.cpp"]["read_bytes"] / 1e9 if not args.no_llama else None,
         "sluice_read_gb": s["bytes_read"] / 1e9,
         "rounds": rounds,
     }
     print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}, indent=1))
-    print(f"decode: sluice {summary['sluice_tg']:.3f} tok/s, llama.cpp {summary['llama_tg']:.3f} tok/s, "
-          f"ratio {summary['sluice_tg'] / summary['llama_tg']:.2f}x; prefill ratio "
-          f"{summary['sluice_pp'] / summary['llama_pp']:.2f}x")
+    if args.no_llama:
+        print(f"decode: sluice {summary['sluice_tg']:.3f} tok/s (llama.cpp not run)")
+    else:
+        print(f"decode: sluice {summary['sluice_tg']:.3f} tok/s, llama.cpp {summary['llama_tg']:.3f} tok/s, "
+              f"ratio {summary['sluice_tg'] / summary['llama_tg']:.2f}x; prefill ratio "
+              f"{summary['sluice_pp'] / summary['llama_pp']:.2f}x")
     if args.json_out:
         args.json_out.write_text(json.dumps(summary, indent=1))
     return 0

@@ -38,7 +38,7 @@ Command add_synth_command(CLI::App& parent) {
   app->add_option("--out,-o", options->out, "Output GGUF file (written atomically)")->required();
   app->add_option("--type", options->model.type,
                   "Type of the matrices outside the experts: F32, F16, BF16, Q8_0, Q4_0, Q4_K, "
-                  "Q6_K, MXFP4 (default: the geometry's)");
+                  "Q6_K, MXFP4, Q2_K, IQ2_XXS (default: the geometry's)");
   app->add_option("--expert-type", options->model.expert_type,
                   "Type of the routed-expert tensors (default: --type, or the geometry's)");
   app->add_option("--seed", options->model.seed, "Random seed; the same seed gives the same file")

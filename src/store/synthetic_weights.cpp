@@ -8,11 +8,14 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <vector>
 
 #include "core/error.h"
 #include "core/fnv1a.h"
 #include "core/half.h"
 #include "quant/blocks.h"
+#include "quant/dequantize.h"
 
 namespace sluice {
 namespace {
@@ -34,6 +37,23 @@ constexpr int kQ6KScaleBase = 4;
 const float kRmsQ6KScale = std::sqrt(492.0f / 8);
 // MXFP4: the doubled E2M1 magnitudes 0 1 2 3 4 6 8 12, signs even: 274 / 8.
 const float kRmsMxfp4 = std::sqrt(274.0f / 8);
+
+uint64_t splitmix64(uint64_t& state);
+
+// The root mean square of `n_blocks` blocks of `type` filled by `fill` with unit scales, through
+// the quant/ reference dequantizer: for layouts whose values come from lookup grids (IQ2_XXS)
+// or whose scales and mins interact (Q2_K), measuring beats a closed form.
+template <class Block, class Fill>
+float measured_unit_rms(QType type, Fill fill) {
+  constexpr int kBlocks = 256;
+  std::vector<Block> blocks(kBlocks);
+  fill(blocks.data(), kBlocks);
+  std::vector<float> values(size_t(kBlocks) * kQK_K);
+  dequantize_row(type, blocks.data(), values.data(), int64_t(values.size()));
+  double sum = 0;
+  for (float v : values) sum += double(v) * v;
+  return float(std::sqrt(sum / double(values.size())));
+}
 
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ull);
@@ -84,6 +104,12 @@ uint16_t jittered_half(float scale, Rng& rng) {
 
 template <class Store>
 void fill_plain(const WeightSpread& spread, Rng& rng, uint64_t n, Store store) {
+  if (spread.kind == WeightSpread::Kind::negative) {
+    const float mid = 0.5f * (spread.scale + spread.high),
+                half = 0.5f * (spread.high - spread.scale);
+    for (uint64_t i = 0; i < n; ++i) store(i, -(mid + half * rng.symmetric()));
+    return;
+  }
   if (spread.kind == WeightSpread::Kind::norm) {
     for (uint64_t i = 0; i < n; ++i) store(i, 1.0f + spread.scale * rng.symmetric());
     return;
@@ -161,8 +187,51 @@ void fill_mxfp4(float rms, Rng& rng, BlockMXFP4* blocks, uint64_t n_blocks) {
   }
 }
 
-constexpr QType kSupported[] = {QType::F32,  QType::F16,  QType::BF16, QType::Q8_0,
-                                QType::Q4_0, QType::Q4_K, QType::Q6_K, QType::MXFP4};
+// Q2_K: value = d*sc*q - dmin*m for q in 0..3; with m = sc and dmin = 1.5 d every sub-block is
+// centred on zero. Sub-block scales uniform in 8..15.
+void fill_q2_k_raw(uint16_t d, Rng& rng, BlockQ2_K* blocks, uint64_t n_blocks, bool jitter) {
+  for (uint64_t b = 0; b < n_blocks; ++b) {
+    const uint16_t db = jitter ? jittered_half(fp16_to_fp32(d), rng) : d;
+    blocks[b].d = db;
+    blocks[b].dmin = fp32_to_fp16(1.5f * fp16_to_fp32(db));
+    const uint64_t bits = rng.next();
+    for (int j = 0; j < kQK_K / 16; ++j) {
+      const auto sc = uint8_t(8 + ((bits >> (3 * j)) & 7));
+      blocks[b].scales[j] = uint8_t(sc | (sc << 4));
+    }
+    rng.bytes(blocks[b].qs, sizeof(blocks[b].qs));
+  }
+}
+
+void fill_q2_k(float rms, Rng& rng, BlockQ2_K* blocks, uint64_t n_blocks) {
+  static const float unit = measured_unit_rms<BlockQ2_K>(QType::Q2_K, [](BlockQ2_K* b, int n) {
+    Rng calibration(1);
+    fill_q2_k_raw(fp32_to_fp16(1.0f), calibration, b, uint64_t(n), false);
+  });
+  fill_q2_k_raw(fp32_to_fp16(rms / unit), rng, blocks, n_blocks, true);
+}
+
+// IQ2_XXS: every byte of qs is a legal grid index, sign pattern or 4-bit sub-scale, so random
+// bytes are valid blocks; the f16 scale sets the spread.
+void fill_iq2_xxs_raw(uint16_t d, Rng& rng, BlockIQ2_XXS* blocks, uint64_t n_blocks, bool jitter) {
+  for (uint64_t b = 0; b < n_blocks; ++b) {
+    blocks[b].d = jitter ? jittered_half(fp16_to_fp32(d), rng) : d;
+    rng.bytes(blocks[b].qs, sizeof(blocks[b].qs));
+  }
+}
+
+void fill_iq2_xxs(float rms, Rng& rng, BlockIQ2_XXS* blocks, uint64_t n_blocks) {
+  static const float unit =
+      measured_unit_rms<BlockIQ2_XXS>(QType::IQ2_XXS, [](BlockIQ2_XXS* b, int n) {
+        Rng calibration(1);
+        fill_iq2_xxs_raw(fp32_to_fp16(1.0f), calibration, b, uint64_t(n), false);
+      });
+  fill_iq2_xxs_raw(fp32_to_fp16(rms / unit), rng, blocks, n_blocks, true);
+}
+
+constexpr QType kSupported[] = {QType::F32,  QType::F16,    QType::BF16, QType::Q8_0,
+                                QType::Q4_0, QType::Q4_K,   QType::Q6_K, QType::MXFP4,
+                                QType::Q2_K, QType::IQ2_XXS};
 
 }  // namespace
 
@@ -187,8 +256,8 @@ void fill_random_weights(QType type, const WeightSpread& spread, uint64_t seed, 
   if (n_elements % traits.block_size != 0) {
     fail("synth: ", n_elements, " values are not whole blocks of ", traits.name);
   }
-  if (spread.kind == WeightSpread::Kind::norm && type != QType::F32) {
-    fail("synth: norm weights must be F32, not ", traits.name);
+  if (spread.kind != WeightSpread::Kind::matrix && type != QType::F32) {
+    fail("synth: norm, decay and id tables must be F32 (ids I32), not ", traits.name);
   }
   Rng rng(seed);
   const uint64_t n_blocks = n_elements / traits.block_size;
@@ -223,8 +292,40 @@ void fill_random_weights(QType type, const WeightSpread& spread, uint64_t seed, 
     case QType::MXFP4:
       fill_mxfp4(rms, rng, static_cast<BlockMXFP4*>(dst), n_blocks);
       break;
+    case QType::Q2_K:
+      fill_q2_k(rms, rng, static_cast<BlockQ2_K*>(dst), n_blocks);
+      break;
+    case QType::IQ2_XXS:
+      fill_iq2_xxs(rms, rng, static_cast<BlockIQ2_XXS*>(dst), n_blocks);
+      break;
     default:
       break;  // refused above
+  }
+}
+
+void fill_expert_ids(uint64_t seed, uint32_t n_expert, uint32_t row, uint64_t first, int32_t* dst,
+                     uint64_t count) {
+  if (n_expert == 0 || row == 0 || row > n_expert) {
+    fail("synth: cannot draw ", row, " distinct experts of ", n_expert);
+  }
+  // Row r is a random start and a random step coprime with n_expert, so its ids are distinct.
+  auto step_coprime = [n_expert](uint64_t r) {
+    uint32_t step = uint32_t(r % n_expert);
+    for (uint32_t k = 0; k < n_expert; ++k, step = (step + 1) % n_expert) {
+      if (step != 0 && std::gcd(step, n_expert) == 1) return step;
+    }
+    return 1u;
+  };
+  uint64_t current_row = UINT64_MAX, start = 0, step = 1;
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint64_t element = first + i, r = element / row, j = element % row;
+    if (r != current_row) {
+      uint64_t state = seed ^ (r * 0x9e3779b97f4a7c15ull);
+      start = splitmix64(state) % n_expert;
+      step = step_coprime(splitmix64(state));
+      current_row = r;
+    }
+    dst[i] = int32_t((start + j * step) % n_expert);
   }
 }
 

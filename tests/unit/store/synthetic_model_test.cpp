@@ -184,7 +184,8 @@ TEST_F(SyntheticModel, SameSeedSameBytesOtherSeedOtherBytes) {
 }
 
 TEST_F(SyntheticModel, EveryTypeAndTheLayerCountCanBeChosen) {
-  for (const char* type : {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "MXFP4"}) {
+  for (const char* type :
+       {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "MXFP4", "Q2_K", "IQ2_XXS"}) {
     SyntheticModelOptions options = tiny();
     options.type = "F16";
     options.expert_type = type;
@@ -216,6 +217,35 @@ TEST_F(SyntheticModel, EveryTypeAndTheLayerCountCanBeChosen) {
   EXPECT_EQ(model.tensor("blk.0.ffn_gate_exps.weight").type, QType::Q6_K);
 }
 
+// deepseek4's hash-routed layers read their experts from a token → experts table: every row
+// must hold n_expert_used distinct ids below n_expert, or the forward would index out of range.
+TEST_F(SyntheticModel, HashRoutingTableHoldsValidDistinctExperts) {
+  SyntheticModelOptions options;
+  options.geometry = "tiny-deepseek4";
+  const ModelFile model = read_model_file(write("ds4.gguf", options));
+  const uint32_t n_expert = model.get_u32("deepseek4.expert_count");
+  const uint32_t n_used = model.get_u32("deepseek4.expert_used_count");
+  for (const char* name : {"blk.0.ffn_gate_tid2eid.weight", "blk.1.ffn_gate_tid2eid.weight"}) {
+    const TensorInfo& table = model.tensor(name);
+    ASSERT_EQ(table.type, QType::I32);
+    ASSERT_EQ(table.ne[0], n_used);
+    const auto* ids = reinterpret_cast<const int32_t*>(model.tensor_bytes(table).data());
+    std::vector<int> seen_total(n_expert, 0);
+    for (uint64_t row = 0; row < table.ne[1]; ++row) {
+      std::vector<bool> seen(n_expert, false);
+      for (uint32_t j = 0; j < n_used; ++j) {
+        const int32_t id = ids[row * n_used + j];
+        ASSERT_TRUE(id >= 0 && uint32_t(id) < n_expert) << name << " row " << row;
+        ASSERT_FALSE(seen[size_t(id)]) << name << " row " << row << " repeats expert " << id;
+        seen[size_t(id)] = true;
+        ++seen_total[size_t(id)];
+      }
+    }
+    for (int count : seen_total) EXPECT_GT(count, 0) << name << ": an expert no token uses";
+  }
+  EXPECT_EQ(model.find_tensor("blk.2.ffn_gate_tid2eid.weight"), nullptr);  // score-routed
+}
+
 TEST_F(SyntheticModel, BadNamesAreErrorsThatNameThem) {
   const std::string path = (dir_ / "bad.gguf").string();
   SyntheticModelOptions options = tiny();
@@ -227,9 +257,9 @@ TEST_F(SyntheticModel, BadNamesAreErrorsThatNameThem) {
   EXPECT_NE(error_of([&] { write_synthetic_model(path, options); }).find("'Q9_9'"),
             std::string::npos);
   options = tiny();
-  options.expert_type = "IQ2_XXS";  // a real type, but not one the generator writes
+  options.expert_type = "Q5_K";  // a real type, but not one the generator writes
   const std::string message = error_of([&] { write_synthetic_model(path, options); });
-  EXPECT_NE(message.find("'IQ2_XXS'"), std::string::npos) << message;
+  EXPECT_NE(message.find("'Q5_K'"), std::string::npos) << message;
   EXPECT_NE(message.find("Q4_K"), std::string::npos) << message;  // lists what is supported
   EXPECT_FALSE(fs::exists(path));
   EXPECT_TRUE(fs::is_empty(dir_));
