@@ -31,7 +31,11 @@ struct ModelOptions {
   bool direct_io = true;           // O_DIRECT (buffered where the file system refuses it)
   bool prefetch_experts = true;    // speculative reads of the next layer's likely experts
   std::string expert_eviction = "lru-frequency";  // or "lru", "next-layer"
-  std::string expert_pools = "size";              // one cache pool per expert size, or "layer"
+  std::string expert_pools = "size";  // one cache pool per expert size, "layer", or "profile"
+                                      // (per layer, sized from expert_profile's use counts)
+  std::string expert_profile{};       // a saved expert profile to read ("" none)
+  bool expert_prewarm = false;        // load expert_profile's most used experts before token 1
+  std::string expert_profile_out{};   // record this run's expert profile, for save_expert_profile
 };
 
 // What the expert path did since the model was loaded (MoE models only).
@@ -79,6 +83,10 @@ class Model {
   virtual std::vector<std::string> placement_explanation() const = 0;
   // Counters of the expert path; streaming false and zeros for dense models.
   virtual ExpertTelemetry expert_telemetry() const = 0;
+  // Writes what the router chose so far (per layer, per expert use counts and co-activation) to
+  // `path`, through a temporary name; needs ModelOptions::expert_profile_out and streamed
+  // experts. Throws sluice::Error otherwise or when the file cannot be written.
+  virtual void save_expert_profile(const std::string& path) const;
 };
 
 enum class KvType { kF16, kF32 };

@@ -14,8 +14,12 @@ namespace sluice {
 std::string expert_sidecar_path(const std::string& model_path);
 
 // Reads the model's routed experts and writes the sidecar to out_path (temporary name, then
-// renamed). Throws sluice::Error for a dense model or an unreadable file.
+// renamed). Throws sluice::Error for a dense model or an unreadable file. With a
+// `coactivation_profile` (an expert profile saved by a run, --expert-profile-out), each layer's
+// experts are stored in co-activation order — experts chosen together side by side, so one read
+// serves several misses; an unusable or mismatched profile is a one-line sluice::Error.
 void repack_experts(const std::string& model_path, const std::string& out_path,
-                    const std::function<void(uint64_t done, uint64_t total)>& progress = {});
+                    const std::function<void(uint64_t done, uint64_t total)>& progress = {},
+                    const std::string& coactivation_profile = {});
 
 }  // namespace sluice

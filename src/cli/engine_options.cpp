@@ -57,9 +57,17 @@ void add_engine_options(CLI::App& app, EngineArgs& args) {
       ->check(CLI::IsMember({"lru", "lru-frequency", "next-layer"}))
       ->capture_default_str();
   app.add_option("--expert-pools", args.pools,
-                 "Expert cache pools: one per expert size, or one per layer")
-      ->check(CLI::IsMember({"size", "layer"}))
+                 "Expert cache pools: one per expert size, one per layer, or one per layer "
+                 "sized from --expert-profile's use counts")
+      ->check(CLI::IsMember({"size", "layer", "profile"}))
       ->capture_default_str();
+  app.add_option("--expert-profile", args.expert_profile,
+                 "Expert use counts a run saved (--expert-profile-out), for --expert-pools "
+                 "profile and --expert-prewarm");
+  app.add_flag("--expert-prewarm", args.expert_prewarm,
+               "Load --expert-profile's most used experts before the first token");
+  app.add_option("--expert-profile-out", args.expert_profile_out,
+                 "Record which experts the router chose and save them to this file at exit");
   app.add_flag("--explain", args.explain, "Print where the model's bytes go, and why");
   app.add_option("--stats-json", args.stats_json, "Write the expert path's counters to this file");
 }
@@ -101,6 +109,9 @@ ModelOptions model_options(const EngineArgs& args) {
   options.prefetch_experts = !args.no_prefetch;
   options.expert_eviction = args.eviction;
   options.expert_pools = args.pools;
+  options.expert_profile = args.expert_profile;
+  options.expert_prewarm = args.expert_prewarm;
+  options.expert_profile_out = args.expert_profile_out;
   return options;
 }
 
@@ -136,6 +147,7 @@ std::string format_expert_telemetry(const ExpertTelemetry& t) {
 }
 
 void write_expert_telemetry_json(const Model& model, const EngineArgs& args) {
+  if (!args.expert_profile_out.empty()) model.save_expert_profile(args.expert_profile_out);
   if (args.stats_json.empty()) return;
   const ExpertTelemetry t = model.expert_telemetry();
   const nlohmann::json json = {{"streaming", t.streaming},

@@ -26,6 +26,9 @@ struct EngineArgs {
   bool no_prefetch = false;
   std::string eviction = "lru-frequency";
   std::string pools = "size";
+  std::string expert_profile;      // a saved expert profile to read
+  bool expert_prewarm = false;     // load its most used experts before the first token
+  std::string expert_profile_out;  // save this run's expert profile here at exit
   bool explain = false;
   std::string stats_json;  // write the expert telemetry here at exit
 };
@@ -42,7 +45,8 @@ SessionOptions session_options(const EngineArgs& args);
 std::shared_ptr<Model> load_model(const std::string& path, const EngineArgs& args);
 // "1.5G", "512MiB", "4096" → bytes; a sluice::Error naming `flag` and the text otherwise.
 uint64_t parse_byte_size(const std::string& text, const char* flag);
-// The expert path's counters as text (for --stats) and, under --stats-json, into that file.
+// The expert path's counters as text (for --stats) and, under --stats-json, into that file;
+// write_expert_telemetry_json also saves the expert profile under --expert-profile-out.
 std::string format_expert_telemetry(const ExpertTelemetry& telemetry);
 void write_expert_telemetry_json(const Model& model, const EngineArgs& args);
 

@@ -76,6 +76,15 @@ uint64_t make_tag(int32_t slot, uint32_t generation, size_t extent) {
   return (uint64_t(uint32_t(slot)) << 32) | (uint64_t(generation & 0xFFFFFF) << 8) | extent;
 }
 
+// A merged read's tag: bit 63 set, the MergedRead's index below.
+constexpr uint64_t kMergedTag = uint64_t(1) << 63;
+// At most this many extents (and bytes) in one merged read: long enough to serve a token's
+// co-activated experts of a layer at once, short enough that the first expert is not kept
+// waiting behind a huge read.
+constexpr size_t kMaxMerge = 16;
+constexpr uint64_t kMaxMergeBytes = uint64_t(64) << 20;
+constexpr size_t kMergedPool = 1024;
+
 }  // namespace
 
 uint64_t expert_slot_bytes(const ExpertLayout& layout) {
@@ -112,7 +121,20 @@ ExpertCache::ExpertCache(const ExpertLayout& layout, const ExpertCacheOptions& o
   }
   // kLruFrequency: each past use (up to four) is worth one token's worth of recency.
   frequency_bonus_ = uint64_t(std::max<int64_t>(layout.n_moe_layers(), 1));
-  const std::vector<int64_t> counts = classes_.split(options.n_slots, layout.n_expert_used);
+  std::vector<int64_t> counts = classes_.split(options.n_slots, layout.n_expert_used);
+  if (!options.layer_slots.empty()) {
+    if (!options.per_layer_pools || options.layer_slots.size() != layout.layers.size())
+      fail("expert cache: per-layer slot counts need per-layer pools and one count per layer");
+    for (size_t il = 0; il < layout.layers.size(); ++il) {
+      const int32_t c = classes_.class_of_layer[il];
+      if (c < 0) continue;
+      const int64_t n = options.layer_slots[il];
+      if (n < layout.n_expert_used || n > layout.layers[il].n_expert)
+        fail("expert cache: layer ", il, " given ", n, " slots (needs ", layout.n_expert_used,
+             " to ", layout.layers[il].n_expert, ")");
+      counts[size_t(c)] = n;
+    }
+  }
   const uint64_t arena_bytes = classes_.bytes(counts);
   arena_ = static_cast<uint8_t*>(std::aligned_alloc(kAlign, arena_bytes));
   if (arena_ == nullptr) fail("expert cache: cannot allocate ", arena_bytes, " bytes of slots");
@@ -130,6 +152,17 @@ ExpertCache::ExpertCache(const ExpertLayout& layout, const ExpertCacheOptions& o
     n_expert_max_ = std::max(n_expert_max_, l.n_expert);
   table_.assign(layout.layers.size() * size_t(n_expert_max_), -1);
   pinned_.reserve(slots_.size());
+  demand_batch_.reserve(slots_.size());
+  pending_extents_.reserve(slots_.size() * kExpertParts);
+  merged_.resize(options.merge_reads ? std::min(kMergedPool, slots_.size() * kExpertParts / 2 + 1)
+                                     : 0);
+  for (size_t i = merged_.size(); i > 0; --i) {
+    merged_[i - 1].segments.reserve(kMaxMerge);
+    merged_[i - 1].members.reserve(kMaxMerge);
+    merged_free_.push_back(int32_t(i - 1));
+  }
+  record_profile_ = options.record_profile;
+  if (record_profile_) profile_ = ExpertProfile::for_layout(layout);
   completions_.resize(size_t(std::max(options.queue_depth, 1)) * kExpertParts);
   stats_.slots = uint64_t(slots_.size());
   stats_.slot_bytes = expert_slot_bytes(layout);
@@ -234,6 +267,89 @@ void ExpertCache::submit_reads(int32_t s, IoPriority priority) {
     request.tag = make_tag(s, slot.generation, i);
     request.priority = priority;
     io_->submit(request);
+    ++stats_.last_step.reads;
+  }
+  note_io_busy();
+}
+
+// Submits the reads of this acquire's misses at once, so that extents adjacent on disk (one
+// expert's end is the next one's start, as in an expert-major sidecar) go as one scattered read
+// straight into their slots. O_DIRECT extents only merge with O_DIRECT extents: a file's last,
+// partial block goes through the buffered descriptor on its own.
+void ExpertCache::submit_demand_batch() {
+  if (demand_batch_.empty()) return;
+  pending_extents_.clear();
+  for (const int32_t s : demand_batch_) {
+    Slot& slot = slots_[size_t(s)];
+    std::array<Extent, kExpertParts> extents;
+    const size_t n =
+        plan_extents(layout_.layers[size_t(slot.layer)], slot.expert, extents, slot.part_offset);
+    slot.state = SlotState::kLoading;
+    slot.reads_left = int32_t(n);
+    slot.demand_io = true;
+    demand_reads_ += int32_t(n);
+    ++stats_.last_step.experts_read;
+    ++stats_.per_layer[size_t(slot.layer)].experts_read;
+    for (size_t i = 0; i < n; ++i) {
+      const Extent& e = extents[i];
+      pending_extents_.push_back(
+          {e.file_index, e.begin, e.end, slot.base + e.slot_pos, s, uint32_t(i)});
+    }
+  }
+  demand_batch_.clear();
+  std::sort(pending_extents_.begin(), pending_extents_.end(),
+            [](const PendingExtent& a, const PendingExtent& b) {
+              return a.file_index != b.file_index ? a.file_index < b.file_index : a.begin < b.begin;
+            });
+  const auto whole_blocks = [&](const PendingExtent& e) {
+    return e.end <= files_[e.file_index].size();
+  };
+  for (size_t first = 0; first < pending_extents_.size();) {
+    size_t last = first + 1;  // the run [first, last) merges into one read
+    uint64_t bytes = pending_extents_[first].end - pending_extents_[first].begin;
+    if (!merged_free_.empty() && whole_blocks(pending_extents_[first])) {
+      while (last < pending_extents_.size() && last - first < kMaxMerge) {
+        const PendingExtent &prev = pending_extents_[last - 1], &next = pending_extents_[last];
+        if (next.file_index != prev.file_index || next.begin != prev.end || !whole_blocks(next) ||
+            bytes + (next.end - next.begin) > kMaxMergeBytes)
+          break;
+        bytes += next.end - next.begin;
+        ++last;
+      }
+    }
+    const PendingExtent& head = pending_extents_[first];
+    File& file = files_[head.file_index];
+    ReadRequest request;
+    request.fd = file.fd();
+    request.offset = head.begin;
+    request.priority = IoPriority::kDemand;
+    if (last - first == 1) {
+      request.length = std::min(head.end, file.size()) - head.begin;
+      // O_DIRECT reads whole blocks; a file's last extent rarely ends on one, so it goes
+      // through the mapped file's buffered descriptor instead.
+      if (direct_ && request.length % kAlign != 0)
+        request.fd = layout_.files[head.file_index]->fd();
+      request.dest = head.dest;
+      request.tag = make_tag(head.slot, slots_[size_t(head.slot)].generation, head.extent);
+    } else {
+      const int32_t index = merged_free_.back();
+      merged_free_.pop_back();
+      MergedRead& merged = merged_[size_t(index)];
+      merged.segments.clear();
+      merged.members.clear();
+      for (size_t i = first; i < last; ++i) {
+        const PendingExtent& e = pending_extents_[i];
+        merged.segments.push_back(iovec{e.dest, size_t(e.end - e.begin)});
+        merged.members.emplace_back(e.slot, slots_[size_t(e.slot)].generation);
+      }
+      request.length = bytes;
+      request.segments = merged.segments.data();
+      request.n_segments = uint32_t(merged.segments.size());
+      request.tag = kMergedTag | uint64_t(index);
+    }
+    io_->submit(request);
+    ++stats_.last_step.reads;
+    first = last;
   }
   note_io_busy();
 }
@@ -249,20 +365,31 @@ void ExpertCache::pump_speculation() {
   spec_queue_.erase(spec_queue_.begin(), spec_queue_.begin() + std::ptrdiff_t(taken));
 }
 
+void ExpertCache::complete_extent(int32_t s, uint32_t generation, int error) {
+  Slot& slot = slots_[size_t(s)];
+  if ((generation & 0xFFFFFF) != (slot.generation & 0xFFFFFF)) return;
+  if (error != 0 && slot.error == 0) slot.error = error;
+  if (slot.demand_io) --demand_reads_;
+  if (--slot.reads_left > 0) return;
+  slot.state = SlotState::kReady;
+  if (slot.error == 0) {
+    const uint64_t bytes = layout_.layers[size_t(slot.layer)].expert_bytes();
+    stats_.last_step.bytes_read += bytes;
+    stats_.per_layer[size_t(slot.layer)].bytes_read += bytes;
+  }
+}
+
 void ExpertCache::reap(size_t min_count) {
   const size_t n = io_->reap(completions_, min_count);
   for (size_t i = 0; i < n; ++i) {
     const ReadCompletion& done = completions_[i];
-    Slot& slot = slots_[size_t(done.tag >> 32)];
-    if (((done.tag >> 8) & 0xFFFFFF) != (slot.generation & 0xFFFFFF)) continue;
-    if (done.error != 0 && slot.error == 0) slot.error = done.error;
-    if (slot.demand_io) --demand_reads_;
-    if (--slot.reads_left > 0) continue;
-    slot.state = SlotState::kReady;
-    if (slot.error == 0) {
-      const uint64_t bytes = layout_.layers[size_t(slot.layer)].expert_bytes();
-      stats_.last_step.bytes_read += bytes;
-      stats_.per_layer[size_t(slot.layer)].bytes_read += bytes;
+    if ((done.tag & kMergedTag) != 0) {
+      const int32_t index = int32_t(done.tag & ~kMergedTag);
+      for (const auto& [slot, generation] : merged_[size_t(index)].members)
+        complete_extent(slot, generation, done.error);
+      merged_free_.push_back(index);
+    } else {
+      complete_extent(int32_t(done.tag >> 32), uint32_t(done.tag >> 8), done.error);
     }
   }
   if (busy_since_ns_ != 0 && io_->pending() == 0) {
@@ -274,6 +401,7 @@ void ExpertCache::reap(size_t min_count) {
 
 void ExpertCache::acquire(int64_t layer, std::span<const int32_t> ids) {
   ++tick_;
+  if (record_profile_) profile_.record(layer, ids);
   ExpertCounters& layer_counters = stats_.per_layer[size_t(layer)];
   for (const int32_t id : ids) {
     int32_t s = slot_of(layer, id);
@@ -282,7 +410,8 @@ void ExpertCache::acquire(int64_t layer, std::span<const int32_t> ids) {
       Slot& slot = slots_[size_t(s)];
       std::erase(spec_queue_, s);
       slot.speculative = false;
-      submit_reads(s, IoPriority::kDemand);
+      slot.state = SlotState::kLoading;  // its reads go with the batch below
+      demand_batch_.push_back(s);
       ++stats_.last_step.misses;
       ++layer_counters.misses;
     } else if (s >= 0) {
@@ -296,6 +425,7 @@ void ExpertCache::acquire(int64_t layer, std::span<const int32_t> ids) {
     } else {
       s = find_victim(layer, true);
       while (s < 0) {
+        submit_demand_batch();  // what this acquire already needs may be all there is to wait on
         if (io_->pending() == 0) {
           fail("expert cache: all slots of layer ", layer, "'s size are pinned (it needs more at",
                " once)");
@@ -304,7 +434,8 @@ void ExpertCache::acquire(int64_t layer, std::span<const int32_t> ids) {
         s = find_victim(layer, true);
       }
       assign(s, layer, id, /*speculative=*/false);
-      submit_reads(s, IoPriority::kDemand);
+      slots_[size_t(s)].state = SlotState::kLoading;  // its reads go with the batch below
+      demand_batch_.push_back(s);
       ++stats_.last_step.misses;
       ++layer_counters.misses;
     }
@@ -314,6 +445,47 @@ void ExpertCache::acquire(int64_t layer, std::span<const int32_t> ids) {
     slot.last_use = tick_;
     pinned_.push_back(s);
   }
+  submit_demand_batch();
+}
+
+int64_t ExpertCache::prewarm(const ExpertProfile& profile) {
+  struct Candidate {
+    uint64_t uses;
+    int64_t layer;
+    int32_t expert;
+  };
+  std::vector<Candidate> candidates;
+  int64_t loaded = 0;
+  for (size_t c = 0; c + 1 < class_begin_.size(); ++c) {
+    candidates.clear();
+    for (size_t il = 0; il < layout_.layers.size() && il < profile.layers.size(); ++il) {
+      if (classes_.class_of_layer[il] != int32_t(c)) continue;
+      const ExpertProfile::Layer& layer = profile.layers[il];
+      for (size_t e = 0; e < layer.uses.size(); ++e) {
+        if (layer.uses[e] > 0 && slot_of(int64_t(il), int32_t(e)) < 0)
+          candidates.push_back({layer.uses[e], int64_t(il), int32_t(e)});
+      }
+    }
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.uses > b.uses; });
+    for (const Candidate& candidate : candidates) {
+      const int32_t s = find_victim(candidate.layer, true);
+      if (s < 0 || slots_[size_t(s)].state != SlotState::kEmpty) break;  // the pool is full
+      assign(s, candidate.layer, candidate.expert, /*speculative=*/false);
+      slots_[size_t(s)].state = SlotState::kLoading;
+      demand_batch_.push_back(s);
+      ++loaded;
+    }
+  }
+  submit_demand_batch();
+  while (io_->pending() > 0) reap(1);
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    if (slots_[s].layer >= 0 && slots_[s].error != 0) forget(int32_t(s));  // read again on need
+  }
+  // Not a step's reads: the first token must not look slower or faster for them.
+  stats_.prewarm.add(stats_.last_step);
+  stats_.last_step = {};
+  return loaded;
 }
 
 bool ExpertCache::ready(int64_t layer, int32_t id) {
@@ -386,6 +558,7 @@ void ExpertCache::prefetch(int64_t layer, std::span<const int32_t> ids) {
 }
 
 void ExpertCache::end_step() {
+  if (record_profile_) profile_.end_step();
   if (io_->pending() > 0) reap(0);
   stats_.close_step();
 }

@@ -9,11 +9,14 @@
 // forward thread calls everything. Knows no architecture.
 #pragma once
 
+#include <sys/uio.h>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "experts/expert_profile.h"
 #include "experts/expert_source.h"
 #include "experts/slot_classes.h"
 #include "io/io_engine.h"
@@ -35,6 +38,13 @@ struct ExpertCacheOptions {
   bool prefetch = true;   // act on prefetch hints
   EvictionPolicy policy = EvictionPolicy::kLruFrequency;
   bool per_layer_pools = false;  // one pool per layer instead of one per expert size
+  // With per_layer_pools: each layer's slots ([n_layer], 0 where a layer has no routed experts;
+  // e.g. layer_budgets_from_profile); empty: n_slots shared out equally.
+  std::vector<int64_t> layer_slots{};
+  // One read request for the demand misses of one acquire whose extents are adjacent on disk
+  // (an expert-major sidecar ordered by co-activation puts experts chosen together side by side).
+  bool merge_reads = true;
+  bool record_profile = false;  // count what the router asks for (profile())
 };
 
 // Bytes of the largest slot for this layout: every part of the largest expert with room to read
@@ -55,6 +65,13 @@ class ExpertCache final : public ExpertSource {
   size_t max_acquire() const override { return max_acquire_; }
   void end_step() override;
   const ExpertStats& stats() const override { return stats_; }
+
+  // Loads the experts the profile used most — per pool, the most used (layer, expert) pairs of
+  // its layers, as many as it has slots — and waits for them, before the first token. Its reads
+  // are counted in stats().prewarm, not in any step. Returns how many experts it loaded.
+  int64_t prewarm(const ExpertProfile& profile);
+  // What the router asked for since the cache was made (record_profile), else nullptr.
+  const ExpertProfile* profile() const { return record_profile_ ? &profile_ : nullptr; }
 
   const char* io_engine_name() const { return io_->name(); }
   bool direct_io() const { return direct_; }
@@ -82,6 +99,8 @@ class ExpertCache final : public ExpertSource {
   int32_t find_victim(int64_t layer, bool for_demand);
   void assign(int32_t slot, int64_t layer, int32_t expert, bool speculative);
   void submit_reads(int32_t slot, IoPriority priority);
+  void submit_demand_batch();
+  void complete_extent(int32_t slot, uint32_t generation, int error);
   void pump_speculation();
   void forget(int32_t slot);
   void reap(size_t min_count);
@@ -100,14 +119,33 @@ class ExpertCache final : public ExpertSource {
   std::vector<Slot> slots_;
   std::vector<int32_t> table_;  // [n_layer, n_expert_max] -> slot or -1
   int64_t n_expert_max_ = 0;
-  std::vector<int32_t> pinned_;      // slots pinned by the current acquire
-  std::vector<int32_t> spec_queue_;  // kQueued slots, oldest first
-  int32_t demand_reads_ = 0;         // demand extents in flight
+  std::vector<int32_t> pinned_;        // slots pinned by the current acquire
+  std::vector<int32_t> spec_queue_;    // kQueued slots, oldest first
+  std::vector<int32_t> demand_batch_;  // slots of this acquire's misses, reads not yet submitted
+  // A read request covering extents of several slots; its tag has bit 63 set and its index.
+  struct MergedRead {
+    std::vector<iovec> segments;                        // [<= kMaxMerge] one per extent
+    std::vector<std::pair<int32_t, uint32_t>> members;  // [<= kMaxMerge] (slot, generation)
+  };
+  // An extent of a demand miss waiting in submit_demand_batch: file range and where it lands.
+  struct PendingExtent {
+    uint32_t file_index = 0;
+    uint64_t begin = 0, end = 0;
+    uint8_t* dest = nullptr;
+    int32_t slot = -1;
+    uint32_t extent = 0;  // its index among the slot's extents (the tag of an unmerged read)
+  };
+  std::vector<PendingExtent> pending_extents_;  // reserved up front
+  std::vector<MergedRead> merged_;              // a pool, reserved up front
+  std::vector<int32_t> merged_free_;            // indices into merged_
+  int32_t demand_reads_ = 0;                    // demand extents in flight
   std::vector<ReadCompletion> completions_;
   uint64_t tick_ = 0;             // advances once per acquire (one layer)
   uint64_t frequency_bonus_ = 0;  // ticks one past use is worth (kLruFrequency)
   uint64_t busy_since_ns_ = 0;    // when reads went from none to some in flight
   ExpertStats stats_;
+  bool record_profile_ = false;
+  ExpertProfile profile_;
 };
 
 }  // namespace sluice::experts

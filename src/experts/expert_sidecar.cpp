@@ -43,6 +43,17 @@ uint64_t extent_bytes(const ExpertLayerLayout& layer, std::array<uint64_t, kExpe
   return align_up(bytes);
 }
 
+// Whether `order` is a permutation of [0, n).
+bool is_permutation_of(const std::vector<int32_t>& order, int64_t n) {
+  if (int64_t(order.size()) != n) return false;
+  std::vector<bool> seen(size_t(n), false);
+  for (const int32_t e : order) {
+    if (e < 0 || e >= n || seen[size_t(e)]) return false;
+    seen[size_t(e)] = true;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string default_sidecar_path(const std::string& model_path) {
@@ -51,8 +62,14 @@ std::string default_sidecar_path(const std::string& model_path) {
 
 void write_expert_sidecar(const ExpertLayout& layout, const std::string& model_path,
                           const std::string& out_path,
-                          const std::function<void(uint64_t, uint64_t)>& progress) {
+                          const std::function<void(uint64_t, uint64_t)>& progress,
+                          const std::vector<std::vector<int32_t>>& order) {
   if (layout.empty()) fail(model_path, ": has no routed experts to repack");
+  if (!order.empty() && order.size() != layout.layers.size())
+    fail(out_path, ": an expert order needs one entry per layer");
+  const auto order_of = [&](size_t il) -> const std::vector<int32_t>* {
+    return order.empty() || order[il].empty() ? nullptr : &order[il];
+  };
   nlohmann::json header = {{"format", "sluice expert-major sidecar"},
                            {"version", 1},
                            {"model", model_identity(model_path)},
@@ -77,11 +94,17 @@ void write_expert_sidecar(const ExpertLayout& layout, const std::string& model_p
                        {"bytes", t.expert_bytes},
                        {"offset", part_at[il][p]}});
     }
-    header["layers"].push_back({{"layer", il},
-                                {"n_expert", layer.n_expert},
-                                {"extent_bytes", extent[il]},
-                                {"first_extent", first[il]},
-                                {"parts", parts}});
+    nlohmann::json entry = {{"layer", il},
+                            {"n_expert", layer.n_expert},
+                            {"extent_bytes", extent[il]},
+                            {"first_extent", first[il]},
+                            {"parts", parts}};
+    if (const std::vector<int32_t>* o = order_of(il)) {
+      if (!is_permutation_of(*o, layer.n_expert))
+        fail(out_path, ": the expert order of layer ", il, " is not a permutation");
+      entry["order"] = *o;  // position -> expert
+    }
+    header["layers"].push_back(entry);
   }
   const std::string json = header.dump();
   const uint64_t data_start = align_up(16 + json.size());
@@ -99,7 +122,9 @@ void write_expert_sidecar(const ExpertLayout& layout, const std::string& model_p
   for (size_t il = 0; il < layout.layers.size(); ++il) {
     const ExpertLayerLayout& layer = layout.layers[il];
     buffer.assign(size_t(extent[il]), 0);
-    for (int32_t e = 0; e < int32_t(layer.n_expert); ++e) {
+    const std::vector<int32_t>* o = order_of(il);
+    for (int32_t position = 0; position < int32_t(layer.n_expert); ++position) {
+      const int32_t e = o != nullptr ? (*o)[size_t(position)] : position;
       std::fill(buffer.begin(), buffer.end(), uint8_t(0));
       for (size_t p = 0; p < kExpertParts; ++p) {
         const ExpertTensor& t = layer.parts[p];
@@ -147,6 +172,16 @@ void use_expert_sidecar(ExpertLayout& layout, const std::string& model_path,
     }
     ExpertLayerLayout& layer = updated.layers[il];
     const uint64_t stride = entry.value("extent_bytes", uint64_t(0));
+    std::vector<int32_t> order_of_position;
+    if (entry.contains("order")) {
+      const nlohmann::json& o = entry["order"];
+      if (o.is_array()) {
+        for (const nlohmann::json& e : o)
+          order_of_position.push_back(e.is_number_integer() ? e.get<int32_t>() : -1);
+      }
+      if (!is_permutation_of(order_of_position, layer.n_expert))
+        fail(sidecar_path, ": layer ", il, "'s expert order is not a permutation");
+    }
     const uint64_t first = data_start + entry.value("first_extent", uint64_t(0));
     for (const nlohmann::json& part : entry["parts"]) {
       const std::string name = part.value("part", "");
@@ -161,6 +196,12 @@ void use_expert_sidecar(ExpertLayout& layout, const std::string& model_path,
       layer.parts[p].expert_stride = stride;
       layer.parts[p].expert_offsets.clear();  // the sidecar's extents are regular
       layer.parts[p].expert_files.clear();
+      if (order_of_position.empty()) continue;
+      // Ordered (by co-activation): expert order[q] sits at position q.
+      std::vector<uint64_t>& offsets = layer.parts[p].expert_offsets;
+      offsets.resize(size_t(layer.n_expert));
+      for (size_t q = 0; q < order_of_position.size(); ++q)
+        offsets[size_t(order_of_position[q])] = layer.parts[p].offset + q * stride;
     }
     if (first + stride * uint64_t(layer.n_expert) > file->size()) fail(sidecar_path, ": truncated");
   }

@@ -8,6 +8,7 @@ void ExpertCounters::add(const ExpertCounters& o) {
   misses += o.misses;
   experts_read += o.experts_read;
   bytes_read += o.bytes_read;
+  reads += o.reads;
   evictions += o.evictions;
   speculative_reads += o.speculative_reads;
   speculative_used += o.speculative_used;

@@ -14,6 +14,7 @@ struct ExpertCounters {
   uint64_t misses = 0;        // acquired experts that had to be read on demand
   uint64_t experts_read = 0;  // experts read from disk (demand + speculative)
   uint64_t bytes_read = 0;    // bytes read from disk
+  uint64_t reads = 0;         // read requests issued (adjacent extents merged count once)
   uint64_t evictions = 0;     // slots reused for another expert
   uint64_t speculative_reads = 0;
   uint64_t speculative_used = 0;    // speculative reads later acquired
@@ -29,6 +30,7 @@ struct ExpertStats {
 
   ExpertCounters total;
   ExpertCounters last_step;
+  ExpertCounters prewarm;                 // reads made by a pre-warm before the first step
   std::vector<ExpertCounters> per_layer;  // [n_layer]; zeros for dense layers
   std::vector<ExpertCounters> history;    // [min(steps, kMaxHistory)] each step's counters
   uint64_t steps = 0;

@@ -10,6 +10,8 @@
 #include <memory>
 #include <span>
 
+struct iovec;
+
 namespace sluice {
 
 enum class IoEngineKind : uint8_t {
@@ -30,6 +32,12 @@ struct ReadRequest {
   void* dest = nullptr;  // length bytes, owned by the caller until the completion is reaped
   uint64_t tag = 0;      // returned in the completion; the engine never interprets it
   IoPriority priority = IoPriority::kDemand;
+  // A scattered read: when n_segments > 0 the bytes land in these buffers one after another
+  // (their lengths sum to length; with O_DIRECT each is 4 KiB-aligned in address and length) and
+  // dest is unused. The array is the caller's until the completion is reaped. One request, so
+  // one device command for what would otherwise be several reads of adjacent ranges.
+  const iovec* segments = nullptr;
+  uint32_t n_segments = 0;
 };
 
 struct ReadCompletion {

@@ -3,6 +3,7 @@
 // constructors, which make_io_engine chooses between. Knows nothing of how a read is performed.
 #pragma once
 
+#include <sys/uio.h>
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,25 @@
 #include "io/io_engine.h"
 
 namespace sluice {
+
+// Where byte `done` of a request lands and how many bytes from there are contiguous in memory:
+// dest + done for a plain read; inside the segment holding `done` for a scattered one (a short
+// read is resumed segment by segment).
+struct ReadPiece {
+  char* dest = nullptr;
+  uint64_t contiguous = 0;
+};
+inline ReadPiece read_piece(const ReadRequest& request, uint64_t done) {
+  if (request.n_segments == 0)
+    return {static_cast<char*>(request.dest) + done, request.length - done};
+  for (uint32_t i = 0; i < request.n_segments; ++i) {
+    const iovec& segment = request.segments[i];
+    if (done < segment.iov_len)
+      return {static_cast<char*>(segment.iov_base) + done, segment.iov_len - done};
+    done -= segment.iov_len;
+  }
+  return {};
+}
 
 // Reads waiting for a free slot. Tags are expected to be unique among pending reads; when they
 // repeat, cancel() and promote() act on the oldest queued read with the tag.

@@ -2,6 +2,7 @@
 // kernels or sandboxes without io_uring. Resumes short reads and retries EINTR; fd, offset,
 // length and dest pass through unchanged (O_DIRECT's 4 KiB alignment is the caller's). Knows
 // nothing of what the bytes are.
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,11 +26,17 @@ constexpr uint64_t kMaxPiece = uint64_t{1} << 30;
 
 // 0 when all of request.length arrived, else the errno (ENODATA: the file ended first).
 int read_fully(const ReadRequest& request) {
-  auto* dest = static_cast<char*>(request.dest);
   uint64_t done = 0;
   while (done < request.length) {
-    size_t piece = static_cast<size_t>(std::min(request.length - done, kMaxPiece));
-    ssize_t n = ::pread(request.fd, dest + done, piece, static_cast<off_t>(request.offset + done));
+    ssize_t n = 0;
+    if (done == 0 && request.n_segments > 0 && request.length <= kMaxPiece) {
+      n = ::preadv(request.fd, request.segments, static_cast<int>(request.n_segments),
+                   static_cast<off_t>(request.offset));
+    } else {  // a plain read, or the rest of a short scattered one, segment by segment
+      const ReadPiece at = read_piece(request, done);
+      size_t piece = static_cast<size_t>(std::min(at.contiguous, kMaxPiece));
+      n = ::pread(request.fd, at.dest, piece, static_cast<off_t>(request.offset + done));
+    }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno;
     if (n == 0) return ENODATA;

@@ -118,9 +118,15 @@ void UringIoEngine::prepare_piece(uint32_t index) {
     if (sqe == nullptr) fail("io_uring: no submission entry free for slot ", index);
   }
   const Slot& slot = slots_[index];
-  uint64_t piece = std::min(slot.request.length - slot.done, kMaxPiece);
-  io_uring_prep_read(sqe, slot.request.fd, static_cast<char*>(slot.request.dest) + slot.done,
-                     static_cast<unsigned>(piece), slot.request.offset + slot.done);
+  const ReadRequest& request = slot.request;
+  if (slot.done == 0 && request.n_segments > 0 && request.length <= kMaxPiece) {
+    io_uring_prep_readv(sqe, request.fd, request.segments, request.n_segments, request.offset);
+  } else {  // a plain read, or the rest of a short scattered one, segment by segment
+    const ReadPiece at = read_piece(request, slot.done);
+    uint64_t piece = std::min(at.contiguous, kMaxPiece);
+    io_uring_prep_read(sqe, request.fd, at.dest, static_cast<unsigned>(piece),
+                       request.offset + slot.done);
+  }
   io_uring_sqe_set_data64(sqe, index);
 }
 

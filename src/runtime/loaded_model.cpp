@@ -78,16 +78,26 @@ void LoadedModel::place_experts(const ModelOptions& options) {
   request.ram_budget = options.ram_budget;
   request.force_stream = options.stream_experts;
   request.n_slots = options.expert_cache_slots;
-  if (options.expert_pools != "size" && options.expert_pools != "layer") {
-    fail("expert pools '", options.expert_pools, "' is not one of: size, layer");
+  if (options.expert_pools != "size" && options.expert_pools != "layer" &&
+      options.expert_pools != "profile") {
+    fail("expert pools '", options.expert_pools, "' is not one of: size, layer, profile");
   }
-  request.per_layer_pools = options.expert_pools == "layer";
+  request.per_layer_pools = options.expert_pools != "size";
+  experts::ExpertProfile profile;  // --expert-profile: use counts a run saved
+  if (!options.expert_profile.empty()) {
+    profile = experts::ExpertProfile::load(options.expert_profile);
+    profile.check_matches(layout, options.expert_profile);
+  } else if (options.expert_pools == "profile" || options.expert_prewarm) {
+    fail("expert pools 'profile' and pre-warm need an expert profile (--expert-profile FILE)");
+  }
   const experts::Placement plan = experts::plan_placement(layout, request);
   placement_ = plan.reasons;
   placement_.push_back(repacked ? "expert layout: expert-major, from " + sidecar
                                 : "expert layout: the model file's (one read per part; `sluice "
                                   "repack` makes one read per expert)");
   if (!plan.stream) {
+    if (!options.expert_profile_out.empty())
+      fail("recording an expert profile needs streamed experts (add --stream-experts)");
     experts_ = std::make_unique<experts::ResidentExperts>(layout);
     return;
   }
@@ -98,6 +108,11 @@ void LoadedModel::place_experts(const ModelOptions& options) {
   cache.direct_io = options.direct_io;
   cache.prefetch = options.prefetch_experts;
   cache.per_layer_pools = request.per_layer_pools;
+  cache.record_profile = !options.expert_profile_out.empty();
+  if (options.expert_pools == "profile") {
+    cache.layer_slots =
+        experts::layer_budgets_from_profile(profile, plan.n_slots, layout.n_expert_used);
+  }
   if (options.expert_eviction == "lru") {
     cache.policy = experts::EvictionPolicy::kLru;
   } else if (options.expert_eviction == "lru-frequency") {
@@ -114,6 +129,12 @@ void LoadedModel::place_experts(const ModelOptions& options) {
                        (streamed->direct_io() ? ", O_DIRECT" : ", buffered") +
                        (cache.prefetch ? ", prefetch on" : ", prefetch off") + ", eviction " +
                        options.expert_eviction + ", pools per " + options.expert_pools);
+  if (options.expert_prewarm) {
+    const int64_t loaded = streamed->prewarm(profile);
+    placement_.push_back("pre-warmed " + std::to_string(loaded) + " experts (" +
+                         std::to_string(streamed->stats().prewarm.bytes_read >> 20) +
+                         " MiB) from " + options.expert_profile);
+  }
   experts_ = std::move(streamed);
 }
 
@@ -154,6 +175,20 @@ ExpertTelemetry LoadedModel::expert_telemetry() const {
     t.step_io_wait_seconds.push_back(double(step.io_wait_ns) * 1e-9);
   }
   return t;
+}
+
+void LoadedModel::save_expert_profile(const std::string& path) const {
+  std::lock_guard lock(forward_mutex_);
+  const auto* cache = dynamic_cast<const experts::ExpertCache*>(experts_.get());
+  if (cache == nullptr || cache->profile() == nullptr)
+    fail(
+        "no expert profile was recorded (it needs a MoE model, streamed experts and "
+        "--expert-profile-out)");
+  cache->profile()->save(path);
+}
+
+void Model::save_expert_profile(const std::string&) const {
+  fail("this model records no expert profile");
 }
 
 std::shared_ptr<Model> Model::load(const std::string& path, const ModelOptions& options) {

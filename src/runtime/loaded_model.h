@@ -26,6 +26,7 @@ class LoadedModel final : public Model {
   const std::string& chat_template() const override { return tokenizer_.chat_template(); }
   std::vector<std::string> placement_explanation() const override { return placement_; }
   ExpertTelemetry expert_telemetry() const override;
+  void save_expert_profile(const std::string& path) const override;
 
   model::LanguageModel& language_model() { return *language_model_; }
   ThreadPool& pool() { return *pool_; }
