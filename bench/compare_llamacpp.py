@@ -24,10 +24,8 @@ import ctypes
 import json
 import os
 import pathlib
-import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 
@@ -35,24 +33,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import llamacpp_oracle as oracle  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import machine, run_sluice_bench, sluice_bench_command, token_ids  # noqa: E402
+
 DEFAULT_MODELS = [ROOT / ".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf",
                   ROOT / ".cache/models/gemma-3-270m-q4_k_m.gguf"]
-MASK64 = (1 << 64) - 1
-
-
-def token_ids(seed: int, n_vocab: int, n: int, skip: int = 0) -> list[int]:
-    """splitmix64, the generator of `sluice bench`: ids number skip … skip+n-1 of the stream."""
-    state, out = seed, []
-    for i in range(skip + n):
-        state = (state + 0x9E3779B97F4A7C15) & MASK64
-        z = state
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-        if i >= skip:
-            out.append((z ^ (z >> 31)) % n_vocab)
-    return out
-
-
 class LlamaSide:
     """One model in llama.cpp with the contexts and batches the benchmark needs."""
 
@@ -144,26 +129,11 @@ class LlamaSide:
 
 
 def sluice_command(args, model) -> list[str]:
-    return [str(args.sluice), "bench", "--json", "-r", "1", "-m", str(model), "-p", str(args.p),
-            "-n", str(args.n), "-t", str(args.threads), "--kv", "f16", "--seed", str(args.seed)]
+    return sluice_bench_command(args.sluice, model, args.p, args.n, args.threads, args.seed)
 
 
 def sluice_round(args, model) -> dict:
-    out = subprocess.run(sluice_command(args, model), capture_output=True, text=True, check=True)
-    data = json.loads(out.stdout)
-    return {"pp": data["pp"]["median"], "tg": data["tg"]["median"]}
-
-
-def machine() -> str:
-    model_name = platform.processor() or "?"
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                model_name = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{model_name}, {os.cpu_count()} logical CPUs, load average {load}"
+    return run_sluice_bench(sluice_command(args, model))
 
 
 def main() -> int:
