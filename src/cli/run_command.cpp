@@ -113,7 +113,8 @@ Command add_run_command(CLI::App& parent) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* app = parent.add_subcommand("run", "Chat with a model, or answer one prompt (-p)");
   app->footer(kSamplingNote);
-  app->add_option("model", args->model, "GGUF file or safetensors snapshot directory")->required();
+  app->add_option("model,--model,-m", args->model, "GGUF file or safetensors snapshot directory")
+      ->required();
   app->add_option("--prompt,-p", args->prompt, "Answer this one prompt and exit");
   app->add_option("--system", args->system, "System message (default: the template's own)");
   app->add_option("--max-tokens,-n", args->max_tokens,

@@ -59,7 +59,8 @@ Command add_serve_command(CLI::App& parent) {
       "flight (up to --grace seconds), then exit 0. The API key may also come from "
       "SLUICE_API_KEY.");
   ServerOptions& s = args->server;
-  app->add_option("model", s.model_path, "GGUF file or safetensors snapshot directory")->required();
+  app->add_option("model,--model,-m", s.model_path, "GGUF file or safetensors snapshot directory")
+      ->required();
   app->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   app->add_option("--port", s.port, "Port to listen on")
       ->check(CLI::Range(1, 65535))

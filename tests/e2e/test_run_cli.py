@@ -143,6 +143,14 @@ def test_greedy_is_deterministic_tiny():
 
 
 @needs_tiny
+@pytest.mark.parametrize("flag", ["-m", "--model"])
+def test_model_also_given_as_an_option(flag):
+    # llama.cpp users type -m; Ollama users give the model first: both name the same file.
+    positional = ok(sluice("run", TINY, "-p", "abc", "-n", 6))
+    assert ok(sluice("run", flag, TINY, "-p", "abc", "-n", 6)).stdout == positional.stdout
+
+
+@needs_tiny
 @pytest.mark.parametrize("args", [
     ["--temperature", "-1"], ["--top-p", "2"], ["--kv", "q4"], ["-n", "-5"], ["--ctx", "-1"],
     ["--no-such-flag"], ["--threads", "x"], ["--repeat-penalty", "0"],
