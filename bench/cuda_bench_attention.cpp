@@ -1,7 +1,8 @@
 // Decode attention on the GPU (CudaBackend::attention, split-K flash-decoding) over 4k and 32k
 // cached positions: time per call from CUDA events and the KV bytes read per second, beside a
 // device-to-device copy of the same bytes as the bandwidth reference. Prefill attention (causal
-// prompt of 512 / 2048 tokens from position 0): TFLOP/s, counting 2 FLOPs per multiply-add of
+// prompt of 512 / 2048 tokens from position 0, Llama-like and gpt-oss-like heads; F16 cells with
+// 64/128/256 dims run the tensor-core kernel): TFLOP/s, counting 2 FLOPs per multiply-add of
 // Q·K^T and P·V over the visible cells only. Registers nothing when
 // the CUDA backend is not built or no device is present. A benchmark, not a test.
 #include <benchmark/benchmark.h>
@@ -157,6 +158,12 @@ bool register_all() {
       ->UseManualTime()
       ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("PrefillAttention/llama8b_f16", BM_PrefillAttention, kLlama8B)
+      ->Arg(512)
+      ->Arg(2048)
+      ->Iterations(kIterations)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("PrefillAttention/gpt_oss_f16", BM_PrefillAttention, kGptOss)
       ->Arg(512)
       ->Arg(2048)
       ->Iterations(kIterations)

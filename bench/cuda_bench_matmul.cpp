@@ -12,12 +12,16 @@
 // same calls captured once into a CUDA graph and replayed ("graph": device time, what an engine
 // that records its decode step as a graph sees).
 //
+// A second table times decode's product alone (matmul_quantized, the activations quantized once
+// beforehand, as q/k/v or gate/up can share them): the fixed cost of the quantize kernel is gone.
+//
 // Usage: cuda_bench_matmul [TYPE ...]   (default: every type the CUDA kernels support)
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -113,6 +117,8 @@ struct Result {
   double decode_gbs = 0.0;
   double decode_graph_gbs = 0.0;
   double prefill_tflops = 0.0;
+  double product_gbs = 0.0;  // matmul_quantized (0 for the float types)
+  double product_graph_gbs = 0.0;
 };
 
 Result bench_shape(QType type, int64_t n_rows, int64_t n_cols, const cuda::Stream& stream) {
@@ -147,6 +153,26 @@ Result bench_shape(QType type, int64_t n_rows, int64_t n_cols, const cuda::Strea
   const double prefill_ms = time_per_call_ms(stream, 10, [&](int i) { run(i, kPrefillTokens); });
   result.prefill_tflops =
       2.0 * double(n_rows) * double(n_cols) * double(kPrefillTokens) / (prefill_ms * 1e-3) / 1e12;
+  if (cuda::quantized_decode_supported(type)) {
+    cuda::DeviceBuffer xq(size_t(cuda::quantized_activation_bytes(type, n_cols, 1)));
+    if (!cuda::quantize_activations(type, x.as<float>(), n_cols, 1, xq.data(), stream.handle(),
+                                    &error)) {
+      std::fprintf(stderr, "cuda_bench_matmul: %s\n", error.c_str());
+      std::exit(1);
+    }
+    auto product = [&](int i) {
+      if (!cuda::matmul_quantized(type, weights[size_t(i) % copies].data(), n_rows, n_cols,
+                                  xq.data(), y.as<float>(), 1, stream.handle(), &error)) {
+        std::fprintf(stderr, "cuda_bench_matmul: %s\n", error.c_str());
+        std::exit(1);
+      }
+    };
+    const double product_ms = time_per_call_ms(stream, 200, product);
+    result.product_gbs = double(weight_bytes) / (product_ms * 1e-3) / 1e9;
+    const double product_graph_ms = graph_time_per_call_ms(stream, 200, product);
+    result.product_graph_gbs =
+        product_graph_ms > 0 ? double(weight_bytes) / (product_graph_ms * 1e-3) / 1e9 : 0.0;
+  }
   return result;
 }
 
@@ -182,11 +208,13 @@ int main(int argc, char** argv) try {
               "decode 14336x4096", "prefill 512 tok TFLOP/s");
   std::printf("%-8s %6s | %14s %14s | %14s %14s | %10s %11s\n", "", "", "stream", "graph", "stream",
               "graph", "4096x4096", "14336x4096");
+  std::vector<std::pair<Result, Result>> results;
   for (const QType type : types) {
     const auto& traits = sluice::traits_of(type);
     const double bits = 8.0 * traits.block_bytes / traits.block_size;
     const Result small = bench_shape(type, 4096, 4096, stream);
     const Result large = bench_shape(type, 14336, 4096, stream);
+    results.emplace_back(small, large);
     std::printf(
         "%-8s %6.3f | %6.0f (%4.1f%%) %6.0f (%4.1f%%) | %6.0f (%4.1f%%) %6.0f (%4.1f%%) | %10.1f "
         "%11.1f\n",
@@ -196,6 +224,21 @@ int main(int argc, char** argv) try {
         100.0 * large.decode_gbs / copy_gbs, large.decode_graph_gbs,
         100.0 * large.decode_graph_gbs / copy_gbs, small.prefill_tflops, large.prefill_tflops);
     std::fflush(stdout);
+  }
+  std::printf(
+      "\ndecode product alone (matmul_quantized: activations quantized once beforehand), GB/s\n"
+      "of weights at 1 token (%% of the copy rate)\n\n");
+  std::printf("%-8s | %29s | %29s\n", "type", "4096x4096", "14336x4096");
+  std::printf("%-8s | %14s %14s | %14s %14s\n", "", "stream", "graph", "stream", "graph");
+  for (size_t i = 0; i < types.size(); ++i) {
+    const auto& [small, large] = results[i];
+    if (small.product_gbs == 0.0) continue;
+    std::printf("%-8s | %6.0f (%4.1f%%) %6.0f (%4.1f%%) | %6.0f (%4.1f%%) %6.0f (%4.1f%%)\n",
+                std::string(sluice::traits_of(types[i]).name).c_str(), small.product_gbs,
+                100.0 * small.product_gbs / copy_gbs, small.product_graph_gbs,
+                100.0 * small.product_graph_gbs / copy_gbs, large.product_gbs,
+                100.0 * large.product_gbs / copy_gbs, large.product_graph_gbs,
+                100.0 * large.product_graph_gbs / copy_gbs);
   }
   return 0;
 } catch (const std::exception& e) {

@@ -328,6 +328,9 @@ struct AttentionCase {
 //    on these cases it measured 1.2e-3 .. 3.5e-3 a on the CPU alone, so 1e-2 a; its F16
 //    tiled path (64+ tokens) is
 //    float32 with the polynomial exp: 2e-5 a.
+//  - The tensor-core prefill kernel (F16 cells, dk = dv in {64, 128, 256}, over 8 tokens) rounds
+//    the query and the weights to f16: both bounds above grow by tensor_core_bound (in run),
+//    and it is also checked within 2e-3 a of a float64 softmax of the f16-rounded query.
 class CudaAttentionTest : public CudaBackendTest {
  protected:
   void run(const AttentionCase& c) {
@@ -402,37 +405,73 @@ class CudaAttentionTest : public CudaBackendTest {
       std::memcpy(&h, cells.data() + size_t(index) * 2, 2);
       return double(fp16_to_fp32(h));
     };
-    double worst_gpu = 0.0, worst_cpu = 0.0;
+    // The tensor-core prefill kernel (cuda_attention_prefill.cu) rounds the query and the
+    // softmax weights to f16: see tensor_core_bound below.
+    const bool tensor_cores = c.type == KvElement::kF16 && c.dk == c.dv &&
+                              (c.dk == 64 || c.dk == 128 || c.dk == 256) && c.n_tokens > 8;
+    double worst_gpu = 0.0, worst_cpu = 0.0, worst_q16 = 0.0;
     std::vector<double> scores, acc(size_t(c.dv)), abs_acc(size_t(c.dv));
+    std::vector<double> q_used(size_t(c.dk)), acc16(size_t(c.dv));
+    // Float64 softmax of query q_used for (pos, kv_head) into out (Σ w v), abs_out (Σ w |v|),
+    // returns Σ w (sink included).
+    const auto reference = [&](int64_t pos, int64_t first, int64_t h, int64_t kv_head,
+                               std::vector<double>& out, std::vector<double>* abs_out) {
+      scores.clear();
+      double max_score = c.sinks ? double(sinks[size_t(h)]) : -1e300;
+      for (int64_t p = first; p <= pos; ++p) {
+        const int64_t base = ((p % c.capacity) * c.n_head_kv + kv_head) * c.dk;
+        double s = 0.0;
+        for (int64_t d = 0; d < c.dk; ++d) s += q_used[size_t(d)] * cell(cpu_k, base + d);
+        s *= double(call.scale);
+        if (c.softcap > 0.0f) s = double(c.softcap) * std::tanh(s / double(c.softcap));
+        scores.push_back(s);
+        max_score = std::max(max_score, s);
+      }
+      double sum = c.sinks ? std::exp(double(sinks[size_t(h)]) - max_score) : 0.0;
+      std::fill(out.begin(), out.end(), 0.0);
+      if (abs_out != nullptr) std::fill(abs_out->begin(), abs_out->end(), 0.0);
+      for (int64_t p = first; p <= pos; ++p) {
+        const double w = std::exp(scores[size_t(p - first)] - max_score);
+        sum += w;
+        const int64_t base = ((p % c.capacity) * c.n_head_kv + kv_head) * c.dv;
+        for (int64_t d = 0; d < c.dv; ++d) {
+          const double v = cell(cpu_v, base + d);
+          out[size_t(d)] += w * v;
+          if (abs_out != nullptr) (*abs_out)[size_t(d)] += w * std::fabs(v);
+        }
+      }
+      return sum;
+    };
     for (int64_t t = 0; t < c.n_tokens; ++t) {
       const int64_t pos = c.pos0 + t;
       const int64_t first = c.window > 0 ? std::max<int64_t>(0, pos - c.window + 1) : 0;
       for (int64_t h = 0; h < c.n_head; ++h) {
         const int64_t kv_head = h / group;
         const float* qh = q.data() + (t * c.n_head + h) * c.dk;
-        scores.clear();
-        double max_score = c.sinks ? double(sinks[size_t(h)]) : -1e300;
-        for (int64_t p = first; p <= pos; ++p) {
-          const int64_t base = ((p % c.capacity) * c.n_head_kv + kv_head) * c.dk;
-          double s = 0.0;
-          for (int64_t d = 0; d < c.dk; ++d) s += double(qh[d]) * cell(cpu_k, base + d);
-          s *= double(call.scale);
-          if (c.softcap > 0.0f) s = double(c.softcap) * std::tanh(s / double(c.softcap));
-          scores.push_back(s);
-          max_score = std::max(max_score, s);
-        }
-        double sum = c.sinks ? std::exp(double(sinks[size_t(h)]) - max_score) : 0.0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        std::fill(abs_acc.begin(), abs_acc.end(), 0.0);
-        for (int64_t p = first; p <= pos; ++p) {
-          const double w = std::exp(scores[size_t(p - first)] - max_score);
-          sum += w;
-          const int64_t base = ((p % c.capacity) * c.n_head_kv + kv_head) * c.dv;
-          for (int64_t d = 0; d < c.dv; ++d) {
-            const double v = cell(cpu_v, base + d);
-            acc[size_t(d)] += w * v;
-            abs_acc[size_t(d)] += w * std::fabs(v);
+        for (int64_t d = 0; d < c.dk; ++d) q_used[size_t(d)] = double(qh[d]);
+        const double sum = reference(pos, first, h, kv_head, acc, &abs_acc);
+        // Tensor cores: the query rounded to f16 (relative 2^-11, absolute 2^-25 below 2^-14)
+        // moves each score by at most delta = scale (2^-11 Σ|q k| + 2^-25 Σ|k|) (softcap only
+        // shrinks it), so each weight by a factor within e^±delta and, the softmax being
+        // normalized, the output by at most (e^{2 delta} - 1) a. The weights rounded to f16
+        // (2^-11; the sum uses them unrounded) and the float32 steps add under 2e-3 a: the
+        // output is checked within 2e-3 a of a float64 softmax of the rounded query.
+        double tensor_core_bound = 0.0, sum16 = 0.0;
+        if (tensor_cores) {
+          double delta = 0.0;
+          for (int64_t p = first; p <= pos; ++p) {
+            const int64_t base = ((p % c.capacity) * c.n_head_kv + kv_head) * c.dk;
+            double qk = 0.0, kk = 0.0;
+            for (int64_t d = 0; d < c.dk; ++d) {
+              qk += std::fabs(double(qh[d]) * cell(cpu_k, base + d));
+              kk += std::fabs(cell(cpu_k, base + d));
+            }
+            delta = std::max(delta, double(call.scale) * (0x1p-11 * qk + 0x1p-25 * kk));
           }
+          tensor_core_bound = std::expm1(2.0 * delta) + 2e-3;
+          for (int64_t d = 0; d < c.dk; ++d)
+            q_used[size_t(d)] = double(fp16_to_fp32(fp32_to_fp16(qh[d])));
+          sum16 = reference(pos, first, h, kv_head, acc16, nullptr);
         }
         for (int64_t d = 0; d < c.dv; ++d) {
           const size_t at = size_t((t * c.n_head + h) * c.dv + d);
@@ -443,14 +482,23 @@ class CudaAttentionTest : public CudaBackendTest {
           ASSERT_FALSE(std::isnan(gpu_out[at])) << "NaN at token " << t << " head " << h;
           worst_gpu = std::max(worst_gpu, gpu_error);
           worst_cpu = std::max(worst_cpu, cpu_error);
-          ASSERT_LE(gpu_error, 1e-5) << "vs float64: token " << t << " head " << h << " dim " << d
-                                     << " gpu " << gpu_out[at] << " expected " << expected;
-          ASSERT_LE(cpu_error, cpu_tolerance + 1e-5)
+          if (tensor_cores) {
+            const double q16_error = std::fabs(double(gpu_out[at]) - acc16[size_t(d)] / sum16) / a;
+            worst_q16 = std::max(worst_q16, q16_error);
+            ASSERT_LE(q16_error, 2e-3) << "vs float64 of the f16 query: token " << t << " head "
+                                       << h << " dim " << d << " gpu " << gpu_out[at];
+          }
+          ASSERT_LE(gpu_error, 1e-5 + tensor_core_bound)
+              << "vs float64: token " << t << " head " << h << " dim " << d << " gpu "
+              << gpu_out[at] << " expected " << expected;
+          ASSERT_LE(cpu_error, cpu_tolerance + 1e-5 + tensor_core_bound)
               << "vs CPU: token " << t << " head " << h << " dim " << d << " gpu " << gpu_out[at]
               << " cpu " << cpu_out[at];
         }
       }
     }
+    if (tensor_cores)
+      std::printf("  %-28s (tensor cores) |gpu-f64(q16)|/a %.2e\n", c.name, worst_q16);
     std::printf("  %-28s worst |gpu-f64|/a %.2e, |gpu-cpu|/a %.2e\n", c.name, worst_gpu, worst_cpu);
   }
 };
@@ -480,6 +528,21 @@ TEST_F(CudaAttentionTest, PrefillChunks) {
   run({"gqa4 128 f16 300 tokens", KvElement::kF16, 8, 2, 128, 128, 300, 0, 512, 0, 0.0f, false});
   run({"mha 64 f32 300 tokens", KvElement::kF32, 4, 4, 64, 64, 300, 37, 512, 0, 0.0f, true});
   run({"gqa8 128 f16 sinks", KvElement::kF16, 16, 2, 128, 128, 64, 100, 256, 0, 0.0f, true});
+}
+
+// The tensor-core F16 prefill kernel (cuda_attention_prefill.cu): head dims 64/128/256, GQA
+// 1/4/8, 9 to 1000 tokens (9: a short chunk over a long cache, split over blocks and merged),
+// causal with pos0 > 0, sinks, softcap, a window over the ring. Bounds: see tensor_core_bound.
+TEST_F(CudaAttentionTest, PrefillTensorCores) {
+  //         name                    type             nh nkv  dk   dv  n    pos0  cap win cap  sinks
+  run({"tc d128 gqa4 9 split", KvElement::kF16, 8, 2, 128, 128, 9, 3000, 4096, 0, 0.0f, true});
+  run({"tc d64 mha 9 window softcap", KvElement::kF16, 8, 8, 64, 64, 9, 3000, 256, 100, 20.0f,
+       false});
+  run({"tc d64 mha 64 sinks", KvElement::kF16, 4, 4, 64, 64, 64, 100, 512, 0, 0.0f, true});
+  run({"tc d256 gqa8 300 softcap", KvElement::kF16, 8, 1, 256, 256, 300, 37, 512, 0, 30.0f, false});
+  run({"tc d64 gqa4 1000", KvElement::kF16, 4, 1, 64, 64, 1000, 24, 1024, 0, 0.0f, false});
+  run({"tc d128 gqa8 300 window ring", KvElement::kF16, 16, 2, 128, 128, 300, 1000, 512, 200, 0.0f,
+       true});
 }
 
 TEST_F(CudaAttentionTest, MlaHeadDims) {

@@ -7,16 +7,16 @@
 //   decode (n_tokens <= 8), 1e-5: weights dequantized in float registers as the reference does
 //     (up to a fused multiply-add in the types with a minimum), float accumulation of at most a
 //     few hundred terms per thread plus a 7-level tree: bounded by ~(n_cols/128 + 10) * 2^-24.
-//   decode of the int8 types (Q2_K, Q4_K, Q5_K, Q6_K, Q8_0, IQ4_XS; quant_int8_matvec.cuh),
-//     1e-5, but against the activations quantized as the CPU backend does (Q8_K, Q8_0 for
-//     Q8_0: activation_type_for): the reference is sum_c w_rc * xq_tc in float64, xq the
-//     dequantized activations, and the magnitude sum_c |w_rc xq_tc|. Integer sums inside a block
-//     are exact; per 32 elements a lane rounds d * dx, the scale products and the partial sum (a
-//     few ulp of terms bounded by the magnitude), then float sums over n_cols/256 blocks and a
-//     5-level tree: far below 1e-5. The CPU's own dot product (quant/dot_reference.h, the same Q8_K
-//     activations) must meet the same bound, which pins the device's activation quantization to the
-//     CPU's: one element rounded differently moves the result by ~|w|/127, well over 1e-5 of these
-//     sums.
+//   decode of the quantized types (all but F32/F16/BF16; quant_int8_matvec.cuh and
+//     quant_int8_pieces.cuh), 1e-5, but against the activations quantized as the CPU backend
+//     does (Q8_K, Q8_0 or Q8_1: activation_type_for): the reference is sum_c w_rc * xq_tc in
+//     float64, xq the dequantized activations, and the magnitude sum_c |w_rc xq_tc|. Integer sums
+//     inside a block are exact; per 32 elements a lane rounds d * dx, the scale products and the
+//     partial sum (a few ulp of terms bounded by the magnitude), then float sums over n_cols/256
+//     blocks and a 5-level tree: far below 1e-5. The CPU's own dot product (quant/dot_reference.h,
+//     the same Q8_K activations) must meet the same bound, which pins the device's activation
+//     quantization to the CPU's: one element rounded differently moves the result by ~|w|/127, well
+//     over 1e-5 of these sums.
 //   prefill (n_tokens > 8), 2e-3: both operands rounded to f16 for the tensor cores, each product
 //     off by at most (1 + 2^-11)^2 - 1 ~ 9.8e-4 of itself (f16 subnormals aside, far below the
 //     test's weight scales), then float accumulation; 2e-3 leaves room for the sums.
@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
+#include "quant/blocks.h"
 #include "quant/dequantize.h"
 #include "quant/dot_reference.h"
 #include "quant/quantize.h"
@@ -103,10 +105,9 @@ std::vector<float> dequantize_rows(QType type, const std::vector<uint8_t>& bytes
 }
 
 // Weight types whose decode multiplies int8 activations (quant_int8_matvec.cuh, has_int8_matvec),
-// quantized to the type the CPU pairs them with (activation_type_for: Q8_K, or Q8_0 for Q8_0).
+// quantized to the type the CPU pairs them with (activation_type_for: Q8_K, Q8_0 or Q8_1).
 bool decodes_with_int8(QType type) {
-  return type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K || type == QType::Q8_0 ||
-         type == QType::Q2_K || type == QType::IQ4_XS;
+  return type != QType::F32 && type != QType::F16 && type != QType::BF16;
 }
 
 // One token's activations quantized as the CPU does and their dequantized values.
@@ -122,6 +123,27 @@ QuantizedActivations quantize_activations(QType weight_type, const float* x, int
   out.values.resize(size_t(n_cols));
   dequantize_row(type, out.blocks.data(), out.values.data(), n_cols);
   return out;
+}
+
+// Q4_1 / Q5_1 pair with Q8_1, whose dot product takes the minimum's activation sum from the
+// block's stored s = f16(d * sum q) (quant/dot_reference.cpp), not from the dequantized values:
+// that rounding (up to 2^-11 of the minimum's term) is part of what the CPU computes, so the
+// reference takes it too. Returns sum_b m_b * (s_b - sum of block b's dequantized activations).
+double q8_1_minimum_correction(QType type, const uint8_t* w_row, const QuantizedActivations& xq,
+                               int64_t n_cols) {
+  if (type != QType::Q4_1 && type != QType::Q5_1) return 0.0;
+  const size_t w_block = traits_of(type).block_bytes;
+  double correction = 0.0;
+  for (int64_t b = 0; b < n_cols / 32; ++b) {
+    uint16_t m_bits = 0;  // BlockQ4_1 / BlockQ5_1: d, then m
+    std::memcpy(&m_bits, w_row + size_t(b) * w_block + 2, sizeof(m_bits));
+    BlockQ8_1 x_block;
+    std::memcpy(&x_block, xq.blocks.data() + size_t(b) * sizeof(BlockQ8_1), sizeof(x_block));
+    double sum = 0.0;
+    for (int64_t c = 32 * b; c < 32 * b + 32; ++c) sum += double(xq.values[size_t(c)]);
+    correction += double(fp16_to_fp32(m_bits)) * (double(fp16_to_fp32(x_block.s)) - sum);
+  }
+  return correction;
 }
 
 // Column counts: one block, several blocks (an odd count), a wider row.
@@ -184,6 +206,9 @@ TEST_P(CudaQuantMatmul, MatchesReferenceForEveryTokenCount) {
               exact += product;
               magnitude += std::fabs(product);
             }
+            if (int8_decode) {
+              exact += q8_1_minimum_correction(type, w.data() + r * w_row_size, xq, n_cols);
+            }
             const float got = y[size_t(t * n_rows + r)];
             ASSERT_TRUE(std::isfinite(got)) << "token " << t << " row " << r;
             const double relative = std::fabs(double(got) - exact) / magnitude;
@@ -243,6 +268,60 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, CudaQuantMatmul, testing::ValuesIn(cuda_weigh
                          type_name);
 
 // Bad calls are refused on the host with a message, before any device work.
+// matmul_quantized over activations quantized once gives matmul's output bit for bit, and one
+// quantization serves every type with the same activation format (Q4_K's Q8_K for Q6_K / IQ2_XXS).
+TEST_P(CudaQuantMatmul, SharedQuantizedActivationsMatchMatmul) {
+  if (!device_present()) GTEST_SKIP() << "no CUDA device present";
+  const QType type = GetParam().type;
+  if (!cuda::quantized_decode_supported(type)) {
+    std::string error;
+    alignas(16) static float dummy[64];
+    EXPECT_FALSE(cuda::quantize_activations(type, dummy, 8, 1, dummy, nullptr, &error));
+    EXPECT_NE(error.find("no quantized decode"), std::string::npos) << error;
+    return;
+  }
+  const uint32_t seed = clock_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  const int64_t n_rows = 37, n_cols = column_counts(type).back();
+  const QType shares_with = traits_of(type).block_size == 256 ? QType::Q4_K : type;
+  const std::vector<uint8_t> w = make_weights(type, n_rows, n_cols, rng);
+  cuda::Stream stream;
+  cuda::DeviceBuffer w_dev(w.size());
+  cuda::copy_to_device(w_dev.data(), w.data(), w.size(), stream);
+  for (const int64_t n_tokens : {1, 3, 8}) {
+    std::vector<float> x(size_t(n_tokens * n_cols));
+    for (float& v : x) v = value(rng);
+    cuda::DeviceBuffer x_dev(x.size() * sizeof(float));
+    cuda::copy_to_device(x_dev.data(), x.data(), x.size() * sizeof(float), stream);
+    const int64_t xq_bytes = cuda::quantized_activation_bytes(shares_with, n_cols, n_tokens);
+    ASSERT_EQ(xq_bytes, cuda::quantized_activation_bytes(type, n_cols, n_tokens));
+    cuda::DeviceBuffer xq_dev{size_t(xq_bytes)};
+    cuda::DeviceBuffer y1(size_t(n_tokens * n_rows) * sizeof(float)), y2(y1.size());
+    cuda::fill_bytes(y2.data(), 0xff, y2.size(), stream);
+    std::string error;
+    ASSERT_TRUE(cuda::matmul(type, w_dev.data(), n_rows, n_cols, x_dev.as<float>(), y1.as<float>(),
+                             n_tokens, stream.handle(), &error))
+        << error;
+    ASSERT_TRUE(cuda::quantize_activations(shares_with, x_dev.as<float>(), n_cols, n_tokens,
+                                           xq_dev.data(), stream.handle(), &error))
+        << error;
+    ASSERT_TRUE(cuda::matmul_quantized(type, w_dev.data(), n_rows, n_cols, xq_dev.data(),
+                                       y2.as<float>(), n_tokens, stream.handle(), &error))
+        << error;
+    std::vector<float> h1(size_t(n_tokens * n_rows)), h2(h1.size());
+    cuda::copy_to_host(h1.data(), y1.data(), y1.size(), stream);
+    cuda::copy_to_host(h2.data(), y2.data(), y2.size(), stream);
+    stream.synchronize();
+    ASSERT_EQ(std::memcmp(h1.data(), h2.data(), y1.size()), 0) << n_tokens << " tokens";
+  }
+  std::string error;
+  EXPECT_FALSE(cuda::matmul_quantized(type, w_dev.data(), n_rows, n_cols, w_dev.data(), nullptr, 9,
+                                      stream.handle(), &error));
+  EXPECT_NE(error.find("tokens"), std::string::npos) << error;
+}
+
 TEST(CudaQuantMatmulInput, RefusesBadShapesAndTypes) {
   std::string error;
   alignas(16) static float dummy[64];

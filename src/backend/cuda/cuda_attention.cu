@@ -1,11 +1,12 @@
 // KV writes and attention on the device. F16 decode (few tokens, common head dims) goes to the
-// bandwidth-bound split-K kernel in cuda_attention_decode.cu. Everything else runs the generic
-// kernel here: a block takes up to 16 (token, query head) rows that share one KV head (GQA),
-// walks the positions its rows see in tiles of 32 cells staged in shared memory as float, and
-// keeps an online softmax per row (running maximum, rescaled sum, float accumulator) — flash
-// attention. When either gives too few blocks to fill the GPU the KV range is split over blocks
-// (split-K flash-decoding): each writes its partial (max, sum, accumulator) and combine_kernel
-// merges them, adds the attention sink and divides.
+// bandwidth-bound split-K kernel in cuda_attention_decode.cu, F16 prefill with head dims
+// 64/128/256 to the tensor-core kernel in cuda_attention_prefill.cu. Everything else (F32 cells,
+// MLA 192/128, other dims) runs the generic kernel here: a block takes up to 16 (token, query head)
+// rows that share one KV head (GQA), walks the positions its rows see in tiles of 32 cells staged
+// in shared memory as float, and keeps an online softmax per row (running maximum, rescaled sum,
+// float accumulator) — flash attention. When either gives too few blocks to fill the GPU the KV
+// range is split over blocks (split-K flash-decoding): each writes its partial (max, sum,
+// accumulator) and combine_kernel merges them, adds the attention sink and divides.
 //
 // The CPU reference rounds differently (F16 decode: query and accumulator in half; prefill:
 // polynomial exp per 64-cell tile), so results agree within a tolerance, not bit for bit; the
@@ -307,6 +308,40 @@ void launch_decode(AttentionParams p, const AttentionDevice& device, DeviceBuffe
   if (n_splits > 1) launch_combine(p, stream);
 }
 
+// Prefill over F16 cells on tensor cores (cuda_attention_prefill.cu): 64 rows per block; the
+// cells are split over blocks (up to two blocks per multiprocessor, at least four tiles per
+// split) only when the rows give fewer blocks than multiprocessors (a short chunk over a long
+// cache). Not below two per multiprocessor as the generic kernel: the merge runs a block per
+// (row, 32 dims), and for 512 Llama-like tokens (256 blocks, split in 2) it cost more than the
+// split gained (133 µs per call against 40 µs for an unsplit call of the same FLOPs, H200).
+void launch_prefill(AttentionParams p, const AttentionDevice& device, DeviceBuffer& scratch,
+                    cudaStream_t stream) {
+  const int64_t rows_total = p.n_tokens * p.group;
+  p.rows_per_block = kPrefillRows;
+  const int64_t row_blocks = (rows_total + kPrefillRows - 1) / kPrefillRows;
+  if (row_blocks > int64_t(0x7fffffff)) {
+    fail("attention: ", p.n_tokens, " tokens x ", p.n_head, " heads are too many");
+  }
+  const int64_t first_cell = p.window > 0 ? std::max<int64_t>(0, p.pos0 - p.window + 1) : 0;
+  const int64_t span = p.pos0 + p.n_tokens - first_cell;
+  const int64_t base_blocks = row_blocks * p.n_head_kv;
+  int64_t n_splits = 1;
+  if (base_blocks < int64_t(device.multiprocessors)) {
+    const int64_t wanted = (2 * int64_t(device.multiprocessors) + base_blocks - 1) / base_blocks;
+    n_splits = std::clamp<int64_t>(std::min(wanted, span / (4 * kPrefillCells)), 1, kMaxSplits);
+  }
+  int64_t split_len = (span + n_splits - 1) / n_splits;
+  split_len = (split_len + kPrefillCells - 1) / kPrefillCells * kPrefillCells;
+  n_splits = (span + split_len - 1) / split_len;
+  p.n_splits = int(n_splits);
+  p.split_len = split_len;
+  if (n_splits > 1) reserve_partials(p, scratch);
+  launch_prefill_attention(p, dim3(unsigned(row_blocks), unsigned(p.n_head_kv), unsigned(n_splits)),
+                           stream);
+  check_launch("attention prefill kernel");
+  if (n_splits > 1) launch_combine(p, stream);
+}
+
 }  // namespace
 
 void launch_kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
@@ -365,6 +400,9 @@ void launch_attention(const AttentionCall& call, const AttentionDevice& device,
   if (kv.n_head_kv > 65535) fail("attention: ", kv.n_head_kv, " KV heads are too many");
   if (kv.type == KvElement::kF16 && decode_kernel_fits(p)) {
     return launch_decode(p, device, scratch, stream);
+  }
+  if (kv.type == KvElement::kF16 && prefill_kernel_fits(p, device.max_shared_bytes)) {
+    return launch_prefill(p, device, scratch, stream);
   }
 
   // Rows per block: up to 16, fewer when there are fewer rows per KV head or shared memory

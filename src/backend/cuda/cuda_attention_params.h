@@ -1,10 +1,12 @@
 // Internal to backend/cuda: what the attention kernels share. cuda_attention.cu validates the
 // call, chooses the kernel and the split of the KV range, and merges split partials;
-// cuda_attention_decode.cu holds the bandwidth-bound F16 decode kernel.
+// cuda_attention_decode.cu holds the bandwidth-bound F16 decode kernel, cuda_attention_prefill.cu
+// the tensor-core F16 prefill kernel.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace sluice::cuda {
@@ -42,5 +44,17 @@ bool decode_kernel_fits(const AttentionParams& p);
 
 // Grid: (ceil(n_tokens * group / rows_per_block), n_head_kv, n_splits).
 void launch_decode_attention(const AttentionParams& p, dim3 grid, cudaStream_t stream);
+
+// The F16 prefill kernel (cuda_attention_prefill.cu, tensor cores) takes the call when this is
+// true: more than kDecodeMaxTokens tokens, head_dim_k = head_dim_v in {64, 128, 256}, 16-byte
+// aligned q/out/K/V and its shared memory within the device's limit (the caller checks that the
+// cells are F16).
+constexpr int kPrefillRows = 64;   // (token, query head) rows per prefill block
+constexpr int kPrefillCells = 64;  // cells per prefill tile (split_len is a multiple of it)
+size_t prefill_shared_bytes(int64_t head_dim);
+bool prefill_kernel_fits(const AttentionParams& p, size_t max_shared_bytes);
+
+// Grid: (ceil(n_tokens * group / kPrefillRows), n_head_kv, n_splits).
+void launch_prefill_attention(const AttentionParams& p, dim3 grid, cudaStream_t stream);
 
 }  // namespace sluice::cuda

@@ -27,20 +27,38 @@
 namespace sluice::cuda::quant {
 namespace {
 
-// Weight types whose decode goes through int8 activations and __dp4a, and the activation block
-// the CPU pairs them with (quant/dot_reference.h): 256 = Q8_K, 32 = Q8_0.
+// Weight types whose decode goes through int8 activations and __dp4a (every quantized type;
+// the pieces of the later ones are in quant_int8_pieces.cuh), and the activation block the CPU
+// pairs them with (quant/dot_reference.h): 256 = Q8_K, 32 = Q8_0 or Q8_1.
 constexpr bool has_int8_matvec(QType type) {
-  return type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K || type == QType::Q8_0 ||
-         type == QType::Q2_K || type == QType::IQ4_XS;
+  return type != QType::F32 && type != QType::F16 && type != QType::BF16;
+}
+__host__ __device__ constexpr bool uses_q8_1(
+    QType type) {  // a minimum term: Q8_1's s = d * sum(q) per block
+  return type == QType::Q4_1 || type == QType::Q5_1;
 }
 constexpr int activation_block(QType type) {
-  return type == QType::Q8_0 ? 32 : 256;
+  switch (type) {
+    case QType::Q8_0:
+    case QType::Q4_0:
+    case QType::Q4_1:
+    case QType::Q5_0:
+    case QType::Q5_1:
+    case QType::IQ4_NL:
+    case QType::MXFP4:
+      return 32;
+    default:
+      return 256;
+  }
 }
 
+// s: Q8_1's per-block d * sum(q) (fp16-rounded, as float), stored where Q8_K keeps its bsums
+// (n_cols / 16 int16 = n_cols / 32 floats per token).
 struct QuantizedRows {
   int8_t* qs;
   float* d;
   int16_t* bsums;
+  float* s;
 };
 
 // `block`: 256 (Q8_K: d per 256, bsums per 16) or 32 (Q8_0: d per 32, the fp16-rounded scale
@@ -52,11 +70,12 @@ QuantizedRows split_scratch(void* base, int64_t n_tokens, int64_t n_cols, int bl
   q.qs = reinterpret_cast<int8_t*>(bytes);
   q.d = reinterpret_cast<float*>(bytes + n_tokens * n_cols);
   q.bsums = reinterpret_cast<int16_t*>(bytes + n_tokens * n_cols + n_tokens * (n_cols / block) * 4);
+  q.s = reinterpret_cast<float*>(q.bsums);
   return q;
 }
 
 int64_t scratch_bytes(int64_t n_tokens, int64_t n_cols, int block) {
-  return n_tokens * n_cols + n_tokens * (n_cols / block) * 4 + n_tokens * (n_cols / 16) * 2;
+  return quantized_rows_bytes(n_tokens, n_cols, block);
 }
 
 // Programmatic dependent launch (sm_90+): the quantize kernel lets the matvec kernel start at
@@ -128,7 +147,9 @@ __global__ void __launch_bounds__(32 * kQuantizeWarps)
 
 // One warp per 32-element block, one element per lane. Mirrors quantize_row_q8_0:
 // d = absmax / 127, id = 1 / d (0 for an all-zero block), q = roundf(x * id) (half away from
-// zero); the dot product uses the scale rounded to f16, so that is what d keeps.
+// zero); the dot product uses the scale rounded to f16, so that is what d keeps. kWithSum:
+// quantize_row_q8_1, which also keeps s = f16(float(sum q) * d) (unrounded d).
+template <bool kWithSum>
 __global__ void __launch_bounds__(32 * kQuantizeWarps)
     quantize_q8_0_kernel(const float* __restrict__ x, int64_t n_blocks_total, QuantizedRows q) {
   allow_dependent_launch();
@@ -140,8 +161,13 @@ __global__ void __launch_bounds__(32 * kQuantizeWarps)
   const float amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v))));
   const float d = __fdiv_rn(amax, 127.0f);
   const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  q.qs[block * 32 + lane] = int8_t(int(roundf(__fmul_rn(v, id))));
+  const int r = int(roundf(__fmul_rn(v, id)));
+  q.qs[block * 32 + lane] = int8_t(r);
   if (lane == 0) q.d[block] = __half2float(__float2half_rn(d));
+  if constexpr (kWithSum) {
+    const int sum = __reduce_add_sync(0xffffffffu, r);
+    if (lane == 0) q.s[block] = __half2float(__float2half_rn(__fmul_rn(float(sum), d)));
+  }
 }
 
 // ---- per-type integer kernels --------------------------------------------------------------
@@ -361,10 +387,8 @@ struct Int8Piece<QType::Q2_K, kTokens> {
 // the 32-element sub-block ib: qs bytes 16 ib .. + 15, low nibbles elements 0..15, high nibbles
 // 16..31, each an index into kValuesIq4nl (quant/iq_tables.h), looked up with byte permutes
 // from the table held in four registers (as llama.cpp's get_int_from_table_16).
-__device__ __forceinline__ int2 iq4nl_lookup(uint32_t q4) {
-  // kValuesIq4nl = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
-  // as bytes, four per word, little-endian.
-  constexpr uint32_t kT0 = 0xBFAD9881u, kT1 = 0xF6EADDCFu, kT2 = 0x26190D01u, kT3 = 0x71594535u;
+template <uint32_t kT0, uint32_t kT1, uint32_t kT2, uint32_t kT3>
+__device__ __forceinline__ int2 table16_lookup(uint32_t q4) {
   const uint32_t select_high = 0x32103210u | ((q4 & 0x88888888u) >> 1);
   uint32_t tmp[2];
   for (int i = 0; i < 2; ++i) {
@@ -375,6 +399,15 @@ __device__ __forceinline__ int2 iq4nl_lookup(uint32_t q4) {
   }
   return make_int2(int(__byte_perm(tmp[0], tmp[1], 0x6420)),
                    int(__byte_perm(tmp[0], tmp[1], 0x7531)));
+}
+// kValuesIq4nl = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+// as bytes, four per word, little-endian.
+__device__ __forceinline__ int2 iq4nl_lookup(uint32_t q4) {
+  return table16_lookup<0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u>(q4);
+}
+// kValuesMxfp4 = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}.
+__device__ __forceinline__ int2 mxfp4_lookup(uint32_t q4) {
+  return table16_lookup<0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu>(q4);
 }
 
 template <int kTokens>
@@ -428,17 +461,23 @@ __global__ void __launch_bounds__(kInt8Threads)
   }
 }
 
-// Q8_0 (34-byte blocks, only 2-byte aligned): lane L takes block 32i + L of the row. A warp
-// stages its 32 consecutive blocks (1088 bytes) in shared memory with aligned, coalesced
-// 16-byte loads, then each lane assembles its 32 quants from aligned 4-byte shared reads and
-// funnel shifts (2-byte global loads would need 17 load instructions per block).
-constexpr int kQ8StageWords = 72;  // 16-byte words: 1088 bytes + 15 of alignment slack + 1
+// The 32-element types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4; blocks of 17-34 bytes,
+// at best 4-byte aligned): lane L takes block 32i + L of the row. A warp stages its 32
+// consecutive blocks in shared memory with aligned, coalesced 16-byte loads, then each lane
+// unpacks its block from aligned 4-byte shared reads and funnel shifts (Block32<type>,
+// quant_int8_pieces.cuh; 2-byte global loads would need 9-17 load instructions per block).
+template <QType kType>
+struct Block32;
 
-template <int kTokens>
+template <QType kType, int kTokens>
 __global__ void __launch_bounds__(kInt8Threads)
-    q8_0_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
-                       QuantizedRows q, int64_t n_cols, float* __restrict__ y) {
-  __shared__ uint4 stage[kInt8RowsPerBlock][kQ8StageWords];
+    staged32_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
+                           QuantizedRows q, int64_t n_cols, float* __restrict__ y) {
+  using Block = Block32<kType>;
+  // 16-byte words: 32 blocks, up to 15 bytes of alignment slack, and the word the last
+  // funnel shift reads past the end.
+  constexpr int kStageWords = (32 * Block::kBytes + 15) / 16 + 2;
+  __shared__ uint4 stage[kInt8RowsPerBlock][kStageWords];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + warp;
   if (row >= n_rows) return;  // whole warps leave; only __syncwarp below
@@ -449,32 +488,24 @@ __global__ void __launch_bounds__(kInt8Threads)
   float acc[kTokens] = {};
   for (int64_t blk0 = 0; blk0 < n_blocks; blk0 += 32) {
     const int count = n_blocks - blk0 < 32 ? int(n_blocks - blk0) : 32;
-    const uint8_t* p = row_ptr + 34 * blk0;
+    const uint8_t* p = row_ptr + Block::kBytes * blk0;
     const uintptr_t aligned = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(15);
     const int off = int(reinterpret_cast<uintptr_t>(p) - aligned);
-    const int n_words = (off + 34 * count + 15) / 16;  // only words holding this row's bytes
+    const int n_words = (off + Block::kBytes * count + 15) / 16;  // only this row's bytes
     for (int k = lane; k < n_words; k += 32) {
       stage[warp][k] = __ldg(reinterpret_cast<const uint4*>(aligned) + k);
     }
     __syncwarp();
     if (lane < count) {
-      const int o = off + 34 * lane;  // even
-      const uint32_t dword = words[o / 4];
-      const uint16_t d_bits = uint16_t((o % 4) ? dword >> 16 : dword & 0xffff);
-      const float d = __half2float(__ushort_as_half(d_bits));
-      const int o2 = o + 2, base = o2 / 4, shift = 8 * (o2 % 4);
-      uint32_t raw[9];
-      for (int k = 0; k < 9; ++k) raw[k] = words[base + k];
-      uint32_t qs[8];
-      for (int k = 0; k < 8; ++k) qs[k] = __funnelshift_r(raw[k], raw[k + 1], shift);
+      uint32_t lo[4], hi[4];
+      float d = 0.0f, m = 0.0f;
+      Block::unpack(words, off + Block::kBytes * lane, lo, hi, d, m);
       const int64_t blk = blk0 + lane;
       for (int t = 0; t < kTokens; ++t) {
         const int4* xq = reinterpret_cast<const int4*>(q.qs + t * n_cols + 32 * blk);
-        const int4 a0 = __ldg(xq), a1 = __ldg(xq + 1);
-        const uint32_t lo[4] = {qs[0], qs[1], qs[2], qs[3]};
-        const uint32_t hi[4] = {qs[4], qs[5], qs[6], qs[7]};
-        const int isum = dot4x4(hi, a1, dot4x4(lo, a0, 0));
+        const int isum = dot4x4(hi, __ldg(xq + 1), dot4x4(lo, __ldg(xq), 0));
         acc[t] += float(isum) * __fmul_rn(d, __ldg(q.d + t * n_blocks + blk));
+        if constexpr (uses_q8_1(kType)) acc[t] += __fmul_rn(m, __ldg(q.s + t * n_blocks + blk));
       }
     }
     __syncwarp();
@@ -520,36 +551,39 @@ bool launch_int8_matvec_tokens(const MatmulArgs& a, const QuantizedRows& q, cuda
                                std::string* error) {
   const int64_t blocks = (a.n_rows + kInt8RowsPerBlock - 1) / kInt8RowsPerBlock;
   const auto* w = static_cast<const uint8_t*>(a.w);
-  if constexpr (kType == QType::Q8_0) {
-    return launch_after_quantize(q8_0_matvec_kernel<kTokens>, blocks, stream, error, w, a.row_bytes,
-                                 a.n_rows, q, a.n_cols, a.y);
+  if constexpr (activation_block(kType) == 32) {
+    return launch_after_quantize(staged32_matvec_kernel<kType, kTokens>, blocks, stream, error, w,
+                                 a.row_bytes, a.n_rows, q, a.n_cols, a.y);
   } else {
     return launch_after_quantize(int8_matvec_kernel<kType, kTokens>, blocks, stream, error, w,
                                  a.row_bytes, a.n_rows, q, a.n_cols, a.y);
   }
 }
 
-// Quantizes the activations into the stream's scratch (quant_scratch.cu), then runs the integer
-// matvec; both only enqueue on the stream.
+// Quantizes a.x into `out` (scratch_bytes(a.n_tokens, a.n_cols, activation_block(kType))
+// bytes, 16-byte aligned) in the activation format of kType; only enqueues.
 template <QType kType>
-bool run_int8_matvec(const MatmulArgs& a, std::string* error) {
-  const auto stream = static_cast<cudaStream_t>(a.stream);
+bool quantize_int8_activations(const MatmulArgs& a, void* out, std::string* error) {
   constexpr int kActBlock = activation_block(kType);
-  void* scratch = nullptr;
-  if (!activation_scratch(a.stream, scratch_bytes(a.n_tokens, a.n_cols, kActBlock), &scratch,
-                          error)) {
-    return false;
-  }
-  const QuantizedRows q = split_scratch(scratch, a.n_tokens, a.n_cols, kActBlock);
+  const QuantizedRows q = split_scratch(out, a.n_tokens, a.n_cols, kActBlock);
   const int64_t n_blocks = a.n_tokens * (a.n_cols / kActBlock);
+  const unsigned grid = unsigned((n_blocks + kQuantizeWarps - 1) / kQuantizeWarps);
+  const auto stream = static_cast<cudaStream_t>(a.stream);
   if constexpr (kActBlock == 256) {
-    quantize_q8_k_kernel<<<unsigned((n_blocks + kQuantizeWarps - 1) / kQuantizeWarps),
-                           32 * kQuantizeWarps, 0, stream>>>(a.x, n_blocks, q);
+    quantize_q8_k_kernel<<<grid, 32 * kQuantizeWarps, 0, stream>>>(a.x, n_blocks, q);
   } else {
-    quantize_q8_0_kernel<<<unsigned((n_blocks + kQuantizeWarps - 1) / kQuantizeWarps),
-                           32 * kQuantizeWarps, 0, stream>>>(a.x, n_blocks, q);
+    quantize_q8_0_kernel<uses_q8_1(kType)>
+        <<<grid, 32 * kQuantizeWarps, 0, stream>>>(a.x, n_blocks, q);
   }
-  if (!int8_launched("quantize activations", error)) return false;
+  return int8_launched("quantize activations", error);
+}
+
+// The integer matvec over activations already quantized for kType at `quantized`.
+template <QType kType>
+bool run_int8_product(const MatmulArgs& a, const void* quantized, std::string* error) {
+  const auto stream = static_cast<cudaStream_t>(a.stream);
+  const QuantizedRows q =
+      split_scratch(const_cast<void*>(quantized), a.n_tokens, a.n_cols, activation_block(kType));
   switch (a.n_tokens) {
     case 1:
       return launch_int8_matvec_tokens<kType, 1>(a, q, stream, error);
@@ -568,6 +602,21 @@ bool run_int8_matvec(const MatmulArgs& a, std::string* error) {
     default:
       return launch_int8_matvec_tokens<kType, 8>(a, q, stream, error);
   }
+}
+
+// matmul's decode: quantizes the activations into the stream's scratch (quant_scratch.cu),
+// then runs the integer matvec; or, when the caller quantized them already
+// (a.quantized, quant_matmul.h: matmul_quantized), only the matvec. Both only enqueue.
+template <QType kType>
+bool run_int8_matvec(const MatmulArgs& a, std::string* error) {
+  if (a.quantized) return run_int8_product<kType>(a, a.quantized, error);
+  void* scratch = nullptr;
+  if (!activation_scratch(a.stream, scratch_bytes(a.n_tokens, a.n_cols, activation_block(kType)),
+                          &scratch, error) ||
+      !quantize_int8_activations<kType>(a, scratch, error)) {
+    return false;
+  }
+  return run_int8_product<kType>(a, scratch, error);
 }
 
 }  // namespace

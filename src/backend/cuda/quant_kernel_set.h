@@ -16,7 +16,8 @@ struct MatmulArgs {
   const float* x;  // [n_tokens, n_cols] device
   float* y;        // [n_tokens, n_rows] device
   int64_t n_tokens;
-  void* stream;  // cudaStream_t
+  void* stream;                     // cudaStream_t
+  const void* quantized = nullptr;  // decode: activations already quantized (matmul_quantized)
 };
 
 struct GetRowsArgs {
@@ -30,10 +31,20 @@ struct GetRowsArgs {
 
 struct KernelSet {
   bool (*matmul)(const MatmulArgs& args, std::string* error);
+  // Decode's activation quantization on its own (args.x, n_cols, n_tokens, stream) into `out`;
+  // nullptr for the float types, whose decode reads float activations.
+  bool (*quantize)(const MatmulArgs& args, void* out, std::string* error);
+  int activation_block;  // elements per activation scale: 256 (Q8_K), 32 (Q8_0 / Q8_1)
   bool (*get_rows)(const GetRowsArgs& args, std::string* error);
   int elems_per_block;  // element granularity of a row (8 for the plain types)
   int weight_align;     // bytes the weight (and table) pointer must be aligned to
 };
+
+// Bytes of decode's quantized activations (quant_int8_matvec.cuh, QuantizedRows): int8 values,
+// a float scale per `block` elements, then an int16 sum per 16 (Q8_K; Q8_1's per-block s there).
+inline int64_t quantized_rows_bytes(int64_t n_tokens, int64_t n_cols, int block) {
+  return n_tokens * n_cols + n_tokens * (n_cols / block) * 4 + n_tokens * (n_cols / 16) * 2;
+}
 
 // Device scratch of at least `bytes` for work enqueued on `stream` (a cudaStream_t), reused by
 // later calls on the same stream and device (quant_scratch.cu). False with a one-line message

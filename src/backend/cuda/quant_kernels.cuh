@@ -21,7 +21,7 @@
 #include <string>
 
 #include "backend/cuda/quant_decode.cuh"
-#include "backend/cuda/quant_int8_matvec.cuh"
+#include "backend/cuda/quant_int8_pieces.cuh"
 #include "backend/cuda/quant_kernel_set.h"
 
 namespace sluice::cuda::quant {
@@ -291,8 +291,15 @@ bool run_get_rows(const GetRowsArgs& a, std::string* error) {
 
 template <QType kType>
 constexpr KernelSet kernel_set_of() {
-  return KernelSet{&run_matmul<kType>, &run_get_rows<kType>, BlockDecoder<kType>::kElems,
-                   BlockDecoder<kType>::kAlign};
+  if constexpr (has_int8_matvec(kType)) {
+    return KernelSet{&run_matmul<kType>,          &quantize_int8_activations<kType>,
+                     activation_block(kType),     &run_get_rows<kType>,
+                     BlockDecoder<kType>::kElems, BlockDecoder<kType>::kAlign};
+  } else {
+    return KernelSet{
+        &run_matmul<kType>,         nullptr, 0, &run_get_rows<kType>, BlockDecoder<kType>::kElems,
+        BlockDecoder<kType>::kAlign};
+  }
 }
 
 }  // namespace

@@ -68,6 +68,73 @@ bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const flo
   return set->matmul({w, n_rows, n_cols, row_bytes, x, y, n_tokens, stream}, error);
 }
 
+bool quantized_decode_supported(QType weight_type) {
+  const quant::KernelSet* set = kernel_set(weight_type);
+  return set && set->quantize;
+}
+
+int64_t quantized_activation_bytes(QType weight_type, int64_t n_cols, int64_t n_tokens) {
+  const quant::KernelSet* set = kernel_set(weight_type);
+  if (!set || !set->quantize || n_cols <= 0 || n_tokens <= 0) return 0;
+  return quant::quantized_rows_bytes(n_tokens, n_cols, set->activation_block);
+}
+
+namespace {
+
+// The checks quantize_activations and matmul_quantized share.
+const quant::KernelSet* checked_quantized(const char* op, QType type, int64_t n_cols,
+                                          int64_t n_tokens, const void* xq, std::string* error) {
+  const std::string where = std::string("cuda ") + op + " (" + std::string(qtype_name(type)) + ")";
+  const quant::KernelSet* set = kernel_set(type);
+  if (!set || !set->quantize) {
+    return fail(error, where + ": no quantized decode for this weight type"), nullptr;
+  }
+  if (n_cols <= 0 || n_cols % set->elems_per_block != 0 || n_cols % set->activation_block != 0) {
+    fail(error, where + ": n_cols " + std::to_string(n_cols) + " is not a positive multiple of " +
+                    std::to_string(set->elems_per_block));
+    return nullptr;
+  }
+  if (n_tokens < 1 || n_tokens > 8) {
+    fail(error, where + ": " + std::to_string(n_tokens) + " tokens (1 to 8 allowed)");
+    return nullptr;
+  }
+  if (!xq || !aligned(xq, 16)) {
+    return fail(error, where + ": quantized activations missing or not 16-byte aligned"), nullptr;
+  }
+  return set;
+}
+
+}  // namespace
+
+bool quantize_activations(QType weight_type, const float* x, int64_t n_cols, int64_t n_tokens,
+                          void* out, void* stream, std::string* error) {
+  const quant::KernelSet* set =
+      checked_quantized("quantize_activations", weight_type, n_cols, n_tokens, out, error);
+  if (!set) return false;
+  if (!x || !aligned(x, 16)) {
+    return fail(error, "cuda quantize_activations: activations must be 16-byte aligned");
+  }
+  quant::MatmulArgs args{nullptr, 0, n_cols, 0, x, nullptr, n_tokens, stream};
+  return set->quantize(args, out, error);
+}
+
+bool matmul_quantized(QType weight_type, const void* w, int64_t n_rows, int64_t n_cols,
+                      const void* xq, float* y, int64_t n_tokens, void* stream,
+                      std::string* error) {
+  if (!checked_quantized("matmul_quantized", weight_type, n_cols, n_tokens, xq, error)) {
+    return false;
+  }
+  int64_t row_bytes = 0;
+  const quant::KernelSet* set = checked_set("matmul", weight_type, w, n_cols, &row_bytes, error);
+  if (!set) return false;
+  if (n_rows <= 0)
+    return fail(error, "cuda matmul_quantized: bad shape: " + std::to_string(n_rows) + " rows");
+  if (!y || !aligned(y, 4))
+    return fail(error, "cuda matmul_quantized: outputs must be 4-byte aligned");
+  quant::MatmulArgs args{w, n_rows, n_cols, row_bytes, nullptr, y, n_tokens, stream, xq};
+  return set->matmul(args, error);
+}
+
 bool get_rows(QType type, const void* table, int64_t n_cols, const int32_t* ids, int64_t n,
               float* out, void* stream, std::string* error) {
   int64_t row_bytes = 0;

@@ -23,6 +23,23 @@ bool quant_matmul_supported(QType type);
 bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const float* x, float* y,
             int64_t n_tokens, void* stream, std::string* error);
 
+// Decode (n_tokens <= 8) with activations quantized once and shared by several products
+// (q/k/v, gate/up read the same input): matmul quantizes its activations on every call, a
+// second kernel launch that costs about as much as a small matrix's product.
+// quantize_activations writes x in the activation format of `weight_type` (quant/dot_reference.h,
+// activation_type_for: Q8_K for every K and IQ type, Q8_0 or Q8_1 for the 32-element types)
+// into `out`, a 16-byte aligned device buffer of quantized_activation_bytes(...) bytes;
+// matmul_quantized then launches only the product. The output equals matmul's bit for bit.
+// Activations quantized for one weight type serve every type with the same activation format
+// and the same n_cols / n_tokens. False with a one-line message for the float types, more than
+// 8 tokens, or bad shapes.
+bool quantized_decode_supported(QType weight_type);
+int64_t quantized_activation_bytes(QType weight_type, int64_t n_cols, int64_t n_tokens);
+bool quantize_activations(QType weight_type, const float* x, int64_t n_cols, int64_t n_tokens,
+                          void* out, void* stream, std::string* error);
+bool matmul_quantized(QType weight_type, const void* w, int64_t n_rows, int64_t n_cols,
+                      const void* xq, float* y, int64_t n_tokens, void* stream, std::string* error);
+
 // out[i, :] = row ids[i] of the table, dequantized to float. ids: device int32 [n];
 // out: [n, n_cols].
 bool get_rows(QType type, const void* table, int64_t n_cols, const int32_t* ids, int64_t n,
