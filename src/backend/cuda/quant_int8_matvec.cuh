@@ -78,22 +78,20 @@ int64_t scratch_bytes(int64_t n_tokens, int64_t n_cols, int block) {
   return quantized_rows_bytes(n_tokens, n_cols, block);
 }
 
-// Programmatic dependent launch (sm_90+): the quantize kernel lets the matvec kernel start at
-// once; the matvec warps pull their weight row towards L2 while the activations are being
-// quantized, then wait for the quantize grid to finish (griddepcontrol.wait returns only when
-// the prerequisite grid has completed and its writes are visible). This hides most of the
-// second launch, which otherwise cost more than a 4096 x 4096 Q4_K matvec reads.
+// Programmatic dependent launch (sm_90+): the quantize kernel lets the matvec kernel (launched
+// with programmatic stream serialization) be scheduled at once; the matvec then waits for the
+// quantize grid to finish (griddepcontrol.wait returns only when the prerequisite grid has
+// completed and its writes are visible) before reading anything. Measured and dropped
+// (docs/BENCHMARKS.md, "decode tuning"): prefetching the row to L2 before the wait (its extra
+// requests cost more than they hid), and letting back-to-back matvecs launch early too (the
+// waiting blocks slowed the one-wave 4096-row products).
 __device__ __forceinline__ void allow_dependent_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void prefetch_row_then_wait(const uint8_t* row, int64_t row_bytes,
-                                                       int lane) {
+__device__ __forceinline__ void wait_for_prerequisite() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  for (int64_t off = 128 * int64_t(lane); off < row_bytes; off += 32 * 128) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
-  }
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
@@ -183,16 +181,41 @@ __device__ __forceinline__ uint32_t byte_at(const uint8_t* p) {
   return __ldg(p);
 }
 
-// Q4_K / Q5_K 6-bit scale and minimum of sub-block `sub` (0..7).
-__device__ __forceinline__ void k4_scale_min(const uint8_t* packed, int sub, int& scale, int& min) {
-  if (sub < 4) {
-    scale = byte_at(packed + sub) & 0x3f;
-    min = byte_at(packed + sub + 4) & 0x3f;
-  } else {
-    const uint32_t m = byte_at(packed + sub + 4);
-    scale = (m & 0x0f) | ((byte_at(packed + sub - 4) >> 2) & 0x30);
-    min = (m >> 4) | ((byte_at(packed + sub) >> 2) & 0x30);
-  }
+// Weight bytes are read once per call: a load that does not allocate in L1 leaves L1 to the
+// quantized activations, which every row of the block (and the SM's later rows) reads again.
+__device__ __forceinline__ uint4 load_streaming16(const void* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+// Q4_K / Q5_K block head (16 bytes, 16-byte aligned: both block sizes are multiples of 16):
+// d, dmin (f16) in x, the twelve 6-bit scale/minimum bytes in y, z, w. One 16-byte load
+// replaces the word and the 4-6 byte loads the scales took per piece, which cost more issue
+// and L1 slots than the piece's 16 bytes of quants. Sub-blocks 2c and 2c + 1 (c = 0..3): their
+// scales (sc0, sc1) and minimums (m0, m1), unpacked four at a time as ggml's utmp does.
+struct K4Head {
+  float d, dmin;
+  int sc0, sc1, m0, m1;
+};
+__device__ __forceinline__ K4Head k4_head(const uint8_t* b, int c) {
+  const uint4 head = load_streaming16(b);
+  K4Head h;
+  h.d = __half2float(__ushort_as_half(uint16_t(head.x & 0xffff)));
+  h.dmin = __half2float(__ushort_as_half(uint16_t(head.x >> 16)));
+  // Bytes j of `scales` / `mins`: sub-block 4 (c / 2) + j.
+  const uint32_t scales =
+      c < 2 ? head.y & 0x3f3f3f3fu : (head.w & 0x0f0f0f0fu) | ((head.y >> 2) & 0x30303030u);
+  const uint32_t mins =
+      c < 2 ? head.z & 0x3f3f3f3fu : ((head.w >> 4) & 0x0f0f0f0fu) | ((head.z >> 2) & 0x30303030u);
+  const int shift = 16 * (c % 2);
+  h.sc0 = (scales >> shift) & 0xff;
+  h.sc1 = (scales >> (shift + 8)) & 0xff;
+  h.m0 = (mins >> shift) & 0xff;
+  h.m1 = (mins >> (shift + 8)) & 0xff;
+  return h;
 }
 
 __device__ __forceinline__ int dot4x4(const uint32_t (&w)[4], const int4& a, int acc) {
@@ -215,13 +238,14 @@ struct Int8Piece<QType::Q4_K, kTokens> {
   __device__ static void run(const uint8_t* b, int piece, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
     const int c = piece / 2, h = piece % 2;
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(b + 16 + 32 * c + 16 * h));
-    const uint32_t dd = __ldg(reinterpret_cast<const uint32_t*>(b));
-    const float d = __half2float(__ushort_as_half(uint16_t(dd & 0xffff)));
-    const float dmin = __half2float(__ushort_as_half(uint16_t(dd >> 16)));
-    int sc0, m0, sc1, m1;
-    k4_scale_min(b + 4, 2 * c, sc0, m0);
-    k4_scale_min(b + 4, 2 * c + 1, sc1, m1);
+    const uint4 raw = load_streaming16(b + 16 + 32 * c + 16 * h);
+    const K4Head head = k4_head(b, c);
+    const float d = head.d, dmin = head.dmin;
+    const int sc0 = head.sc0, sc1 = head.sc1;
+    // The minimum's term m0 * sum(a0) + m1 * sum(a1), straight from the activations already in
+    // registers (m < 64 fits a signed byte): no bsums loads.
+    const uint32_t m0 = uint32_t(head.m0) * 0x01010101u, m1 = uint32_t(head.m1) * 0x01010101u;
+    const uint32_t min0[4] = {m0, m0, m0, m0}, min1[4] = {m1, m1, m1, m1};
     const uint32_t lo[4] = {raw.x & 0x0f0f0f0fu, raw.y & 0x0f0f0f0fu, raw.z & 0x0f0f0f0fu,
                             raw.w & 0x0f0f0f0fu};
     const uint32_t hi[4] = {(raw.x >> 4) & 0x0f0f0f0fu, (raw.y >> 4) & 0x0f0f0f0fu,
@@ -231,9 +255,8 @@ struct Int8Piece<QType::Q4_K, kTokens> {
       const int8_t* xq = q.qs + t * n_cols + block * 256;
       const int4 a0 = __ldg(reinterpret_cast<const int4*>(xq + 64 * c + 16 * h));
       const int4 a1 = __ldg(reinterpret_cast<const int4*>(xq + 64 * c + 32 + 16 * h));
-      const int16_t* bs = q.bsums + (t * nb + block) * 16;
       const int isum = sc0 * dot4x4(lo, a0, 0) + sc1 * dot4x4(hi, a1, 0);
-      const int imin = m0 * int(__ldg(bs + 4 * c + h)) + m1 * int(__ldg(bs + 4 * c + 2 + h));
+      const int imin = dot4x4(min1, a1, dot4x4(min0, a0, 0));
       const float dx = __ldg(q.d + t * nb + block);
       acc[t] += __fmul_rn(d, dx) * float(isum) - __fmul_rn(dmin, dx) * float(imin);
     }
@@ -248,14 +271,15 @@ struct Int8Piece<QType::Q5_K, kTokens> {
   __device__ static void run(const uint8_t* b, int piece, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
     const int c = piece / 2, h = piece % 2;
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(b + 48 + 32 * c + 16 * h));
-    const uint4 qh = __ldg(reinterpret_cast<const uint4*>(b + 16 + 16 * h));
-    const uint32_t dd = __ldg(reinterpret_cast<const uint32_t*>(b));
-    const float d = __half2float(__ushort_as_half(uint16_t(dd & 0xffff)));
-    const float dmin = __half2float(__ushort_as_half(uint16_t(dd >> 16)));
-    int sc0, m0, sc1, m1;
-    k4_scale_min(b + 4, 2 * c, sc0, m0);
-    k4_scale_min(b + 4, 2 * c + 1, sc1, m1);
+    const uint4 raw = load_streaming16(b + 48 + 32 * c + 16 * h);
+    const uint4 qh = load_streaming16(b + 16 + 16 * h);
+    const K4Head head = k4_head(b, c);
+    const float d = head.d, dmin = head.dmin;
+    const int sc0 = head.sc0, sc1 = head.sc1;
+    // The minimum's term m0 * sum(a0) + m1 * sum(a1), straight from the activations already in
+    // registers (m < 64 fits a signed byte): no bsums loads.
+    const uint32_t m0 = uint32_t(head.m0) * 0x01010101u, m1 = uint32_t(head.m1) * 0x01010101u;
+    const uint32_t min0[4] = {m0, m0, m0, m0}, min1[4] = {m1, m1, m1, m1};
     const uint32_t r[4] = {raw.x, raw.y, raw.z, raw.w};
     const uint32_t hb[4] = {qh.x, qh.y, qh.z, qh.w};
     uint32_t lo[4], hi[4];
@@ -268,9 +292,8 @@ struct Int8Piece<QType::Q5_K, kTokens> {
       const int8_t* xq = q.qs + t * n_cols + block * 256;
       const int4 a0 = __ldg(reinterpret_cast<const int4*>(xq + 64 * c + 16 * h));
       const int4 a1 = __ldg(reinterpret_cast<const int4*>(xq + 64 * c + 32 + 16 * h));
-      const int16_t* bs = q.bsums + (t * nb + block) * 16;
       const int isum = sc0 * dot4x4(lo, a0, 0) + sc1 * dot4x4(hi, a1, 0);
-      const int imin = m0 * int(__ldg(bs + 4 * c + h)) + m1 * int(__ldg(bs + 4 * c + 2 + h));
+      const int imin = dot4x4(min1, a1, dot4x4(min0, a0, 0));
       const float dx = __ldg(q.d + t * nb + block);
       acc[t] += __fmul_rn(d, dx) * float(isum) - __fmul_rn(dmin, dx) * float(imin);
     }
@@ -317,8 +340,8 @@ struct Int8Piece<QType::Q6_K, kTokens> {
     uint32_t ql[4], qh[4];
     load16_unaligned(b + 64 * s + 32 * j + 16 * h, ql);
     load16_unaligned(b + 128 + 32 * s + 16 * h, qh);
-    const float d =
-        __half2float(__ushort_as_half(uint16_t(byte_at(b + 208) | (byte_at(b + 209) << 8))));
+    const float d = __half2float(  // d sits 2-byte aligned at 208: one 16-bit load
+        __ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(b + 208))));
     const int k0 = j, k1 = j + 2;  // the two quarters this piece serves
     const int sc0 = int8_t(byte_at(b + 192 + 8 * s + 2 * k0 + h));
     const int sc1 = int8_t(byte_at(b + 192 + 8 * s + 2 * k1 + h));
@@ -447,7 +470,7 @@ __global__ void __launch_bounds__(kInt8Threads)
   const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + threadIdx.x / 32;
   if (row >= n_rows) return;  // whole warps leave: no block-wide barrier below
   const uint8_t* row_ptr = w + row * row_bytes;
-  prefetch_row_then_wait(row_ptr, row_bytes, lane);
+  wait_for_prerequisite();
   const int64_t nb = n_cols / 256;
   float acc[kTokens] = {};
 #pragma unroll 4
@@ -482,7 +505,7 @@ __global__ void __launch_bounds__(kInt8Threads)
   const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + warp;
   if (row >= n_rows) return;  // whole warps leave; only __syncwarp below
   const uint8_t* row_ptr = w + row * row_bytes;
-  prefetch_row_then_wait(row_ptr, row_bytes, lane);
+  wait_for_prerequisite();
   const int64_t n_blocks = n_cols / 32;
   const uint32_t* words = reinterpret_cast<const uint32_t*>(stage[warp]);
   float acc[kTokens] = {};
@@ -493,7 +516,7 @@ __global__ void __launch_bounds__(kInt8Threads)
     const int off = int(reinterpret_cast<uintptr_t>(p) - aligned);
     const int n_words = (off + Block::kBytes * count + 15) / 16;  // only this row's bytes
     for (int k = lane; k < n_words; k += 32) {
-      stage[warp][k] = __ldg(reinterpret_cast<const uint4*>(aligned) + k);
+      stage[warp][k] = load_streaming16(reinterpret_cast<const uint4*>(aligned) + k);
     }
     __syncwarp();
     if (lane < count) {
