@@ -168,7 +168,7 @@ int run_bench(const BenchArgs& args) {
   if (tg.rates.empty()) tg.rates.push_back(0);
   const std::string out = report(args, info, pp, tg);
   std::fwrite(out.data(), 1, out.size(), stdout);
-  write_expert_telemetry_json(*model, args.engine);
+  write_expert_outputs(*model, args.engine);
   return std::fflush(stdout) == 0 ? 0 : 1;
 }
 

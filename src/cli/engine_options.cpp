@@ -146,7 +146,7 @@ std::string format_expert_telemetry(const ExpertTelemetry& t) {
   return text;
 }
 
-void write_expert_telemetry_json(const Model& model, const EngineArgs& args) {
+void write_expert_outputs(const Model& model, const EngineArgs& args) {
   if (!args.expert_profile_out.empty()) model.save_expert_profile(args.expert_profile_out);
   if (args.stats_json.empty()) return;
   const ExpertTelemetry t = model.expert_telemetry();

@@ -45,9 +45,10 @@ SessionOptions session_options(const EngineArgs& args);
 std::shared_ptr<Model> load_model(const std::string& path, const EngineArgs& args);
 // "1.5G", "512MiB", "4096" → bytes; a sluice::Error naming `flag` and the text otherwise.
 uint64_t parse_byte_size(const std::string& text, const char* flag);
-// The expert path's counters as text (for --stats) and, under --stats-json, into that file;
-// write_expert_telemetry_json also saves the expert profile under --expert-profile-out.
+// The expert path's counters as text (for --stats).
 std::string format_expert_telemetry(const ExpertTelemetry& telemetry);
-void write_expert_telemetry_json(const Model& model, const EngineArgs& args);
+// What a run leaves behind about its experts, once it is done: the profile under
+// --expert-profile-out and the counters as JSON under --stats-json (each only when asked for).
+void write_expert_outputs(const Model& model, const EngineArgs& args);
 
 }  // namespace sluice::cli

@@ -116,7 +116,7 @@ int run_eval(const EvalArgs& args) {
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   finish_stdout();
-  write_expert_telemetry_json(*model, args.engine);
+  write_expert_outputs(*model, args.engine);
   return 0;
 }
 

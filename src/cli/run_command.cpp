@@ -103,7 +103,7 @@ int run_model(const RunArgs& args) {
   if (args.stats && !model->placement_explanation().empty()) {
     std::fputs(format_expert_telemetry(model->expert_telemetry()).c_str(), stderr);
   }
-  write_expert_telemetry_json(*model, args.engine);
+  write_expert_outputs(*model, args.engine);
   return code;
 }
 
