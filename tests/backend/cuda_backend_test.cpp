@@ -512,7 +512,7 @@ TEST_F(CudaAttentionTest, DecodeGqaRatios) {
   run({"gqa8 f16 4k cache", KvElement::kF16, 16, 2, 128, 128, 1, 4095, 4096, 0, 0.0f, false});
 }
 
-// The F16 decode kernel (cuda_attention_decode.cu): every head dim it takes, 4- and 8-row
+// The F16 decode kernel (cuda_attention_decode.cu): every head dim it takes, 4-row
 // blocks, up to 8 tokens, and long caches split over a hundred or more blocks whose partials the
 // combine kernel merges (with sinks, softcap and a window across the ring's wrap).
 TEST_F(CudaAttentionTest, DecodeKernelSplitK) {
