@@ -19,8 +19,15 @@
 namespace sluice {
 
 struct ModelOptions {
-  int n_threads = 0;            // 0: one per physical core the process may use
-  std::string backend = "cpu";  // "cpu" (later "cuda")
+  int n_threads = 0;  // 0: one per physical core the process may use
+  // "auto" (CUDA when a device is present and the architecture's forward runs there, else the
+  // CPU), "cpu" or "cuda".
+  std::string backend = "auto";
+  // CUDA: device memory the model may use (0: free memory minus 2 GiB), and device slots for
+  // routed experts (0: all experts on the device when they fit the budget, else as many slots
+  // as it holds).
+  uint64_t vram_budget = 0;
+  int64_t gpu_expert_cache = 0;
 
   // Where the routed experts of a Mixture-of-Experts model live (dense models ignore these).
   uint64_t ram_budget = 0;         // bytes; 0: available memory minus max(10%, 2 GiB)
@@ -49,8 +56,11 @@ struct ExpertTelemetry {
   uint64_t hits = 0, misses = 0, evictions = 0;
   uint64_t experts_read = 0, bytes_read = 0;
   uint64_t speculative_reads = 0, speculative_used = 0, speculative_wasted = 0;
-  double io_wait_seconds = 0;                      // the forward waiting on reads
-  double read_seconds = 0;                         // time with reads in flight
+  double io_wait_seconds = 0;  // the forward waiting on reads
+  double read_seconds = 0;     // time with reads in flight
+  // The device tier (CUDA): slots of device memory in front of the host tier above.
+  int64_t device_slots = 0;  // 0: no device tier (CPU, or every expert resident on the device)
+  uint64_t device_hits = 0, device_misses = 0, device_bytes_copied = 0;
   std::vector<uint64_t> layer_hits, layer_misses;  // [n_layer]
   // Each forward call's figures (decode tokens and prefill chunks), the first 16384 of them.
   std::vector<uint64_t> step_hits, step_misses, step_bytes_read;
@@ -66,6 +76,8 @@ struct ModelInfo {
   int64_t n_layer = 0;
   int64_t n_embd = 0;
   uint64_t weight_bytes = 0;  // bytes of all tensors as stored
+  std::string backend;        // the backend the forwards run on: "cpu" or "cuda"
+  std::string device;         // what it runs on, e.g. "NVIDIA H200 (sm_90)"; "" for the CPU
 };
 
 class Model {
@@ -79,7 +91,7 @@ class Model {
   virtual const TextTokenizer& tokenizer() const = 0;
   // The model's Jinja chat template ("" when it has none) and BOS/EOS texts for rendering.
   virtual const std::string& chat_template() const = 0;
-  // The placement decision, one reason per line (`--explain`); empty for dense models.
+  // The backend and the placement decision, one reason per line (`--explain`).
   virtual std::vector<std::string> placement_explanation() const = 0;
   // Counters of the expert path; streaming false and zeros for dense models.
   virtual ExpertTelemetry expert_telemetry() const = 0;

@@ -1,10 +1,18 @@
 // Backend: the operations a forward pass is written against — matmul of a quantized weight by
 // activation rows, embedding lookup, norms, RoPE, attention over a KV cache, element-wise
-// activations. model/ calls only this interface; cpu/ implements it (the reference) and cuda/
-// will (issue 8). Pointers are the backend's own memory (host memory for the CPU). Knows no
-// architecture, file or tensor name.
+// activations, MoE gather / scatter. model/ calls only this interface; cpu/ implements it (the
+// reference) and cuda/ on an NVIDIA GPU. Knows no architecture, file or tensor name.
+//
+// Memory. Every buffer an op reads as activations or writes (activations, KV cells, logits) is
+// the backend's own memory: allocated by allocate(), host memory for the CPU, device memory for
+// a GPU, moved to and from the host only by upload() / download(). Weight arguments — MatrixView
+// data, norm weights, biases, freq_factors, sinks — may instead be host memory that stays
+// unchanged while the backend lives (the mapped model file, the model's float vectors): a GPU
+// backend copies each to the device on first use and keeps the copy. Index and weight lists
+// that the host computes (the MoE routing) are passed as host memory, as each op says.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/qtype.h"
@@ -108,6 +116,34 @@ class Backend {
   virtual void softcap(float* x, float cap, int64_t n) = 0;
   // Each row of x [n_rows, n_cols] becomes its softmax, in place (the MoE router's gate).
   virtual void softmax_rows(float* x, int64_t n_rows, int64_t n_cols) = 0;
+
+  // MoE gather / scatter, rows of n_cols floats; `rows` and `weights` are host memory.
+  // dst[i, :] = src[rows[i], :] for i < n.
+  virtual void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
+                           float* dst) = 0;
+  // dst[rows[i], :] = src[i, :] for i < n (rows distinct).
+  virtual void scatter_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
+                            float* dst) = 0;
+  // out[t, :] = sum over c of weights[t, c] * y[t, c, :] for t < n_tokens, c < k: each product
+  // rounded, then added in the order c = 0, 1, … (llama.cpp's MoE combine). y: [n_tokens, k, n].
+  virtual void weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k,
+                            int64_t n, float* out) = 0;
+
+  // Whether the backend's memory is host memory (the CPU): then a pointer from allocate() may
+  // also be read and written directly, and upload / download are plain copies.
+  virtual bool host_memory() const { return true; }
+  // `bytes` of zeroed backend memory, aligned to 64 bytes; throws sluice::Error when there is
+  // not enough. Released by deallocate (nullptr allowed).
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p) noexcept = 0;
+  // Host → backend memory; the host buffer may be reused as soon as the call returns.
+  virtual void upload(void* dst, const void* host, size_t bytes) = 0;
+  // Backend → host memory, after every op queued before it: the bytes are there on return.
+  virtual void download(void* host, const void* src, size_t bytes) = 0;
+  // Within backend memory, ordered after the ops queued before it (ranges do not overlap).
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Waits until every op queued so far has finished (a no-op where ops run synchronously).
+  virtual void synchronize() {}
 };
 
 }  // namespace sluice

@@ -34,12 +34,19 @@ void add_engine_options(CLI::App& app, EngineArgs& args) {
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
   app.add_option("--backend", args.backend, "Where the model runs")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   app.add_option("--ram-budget", args.ram_budget,
                  "RAM the model may use, e.g. 16G (default: available minus max(10%, 2 GiB))");
   app.add_flag("--stream-experts", args.stream_experts,
                "Stream routed experts from disk even when the model fits");
+  app.add_option("--vram-budget", args.vram_budget,
+                 "Device memory the model may use with --backend cuda, e.g. 40G (default: free "
+                 "memory minus 2 GiB)");
+  app.add_option("--gpu-expert-cache", args.gpu_expert_cache,
+                 "Device slots for routed experts (default: every expert on the device when they "
+                 "fit --vram-budget, else as many slots as it holds)")
+      ->check(at_least(0));
   app.add_option("--expert-cache", args.expert_cache,
                  "Expert cache slots (default: as many as the budget holds)")
       ->check(at_least(0));
@@ -103,6 +110,9 @@ ModelOptions model_options(const EngineArgs& args) {
     options.ram_budget = parse_byte_size(args.ram_budget, "--ram-budget");
   options.stream_experts = args.stream_experts;
   options.expert_cache_slots = args.expert_cache;
+  if (!args.vram_budget.empty())
+    options.vram_budget = parse_byte_size(args.vram_budget, "--vram-budget");
+  options.gpu_expert_cache = args.gpu_expert_cache;
   options.io_engine = args.io_engine;
   options.io_queue_depth = args.queue_depth;
   options.direct_io = !args.buffered_io;
@@ -119,8 +129,6 @@ std::shared_ptr<Model> load_model(const std::string& path, const EngineArgs& arg
   std::shared_ptr<Model> model = Model::load(path, model_options(args));
   if (args.explain) {
     const std::vector<std::string> lines = model->placement_explanation();
-    if (lines.empty())
-      std::fputs("placement: dense model, every weight resident (mapped)\n", stderr);
     for (const std::string& line : lines) std::fprintf(stderr, "placement: %s\n", line.c_str());
   }
   return model;
@@ -143,7 +151,17 @@ std::string format_expert_telemetry(const ExpertTelemetry& t) {
       static_cast<unsigned long long>(t.speculative_reads),
       static_cast<unsigned long long>(t.speculative_used),
       static_cast<unsigned long long>(t.speculative_wasted));
-  return text;
+  std::string out = text;
+  if (t.device_slots > 0) {
+    const uint64_t device = t.device_hits + t.device_misses;
+    std::snprintf(text, sizeof text,
+                  "device tier: %lld slots, hit rate %.1f%%, %.1f MiB copied to the device\n",
+                  static_cast<long long>(t.device_slots),
+                  device ? 100.0 * double(t.device_hits) / double(device) : 100.0,
+                  double(t.device_bytes_copied) / 1048576.0);
+    out += text;
+  }
+  return out;
 }
 
 void write_expert_outputs(const Model& model, const EngineArgs& args) {
@@ -165,6 +183,10 @@ void write_expert_outputs(const Model& model, const EngineArgs& args) {
                                {"speculative_used", t.speculative_used},
                                {"speculative_wasted", t.speculative_wasted},
                                {"io_wait_seconds", t.io_wait_seconds},
+                               {"device_slots", t.device_slots},
+                               {"device_hits", t.device_hits},
+                               {"device_misses", t.device_misses},
+                               {"device_bytes_copied", t.device_bytes_copied},
                                {"read_seconds", t.read_seconds},
                                {"layer_hits", t.layer_hits},
                                {"layer_misses", t.layer_misses},

@@ -15,9 +15,11 @@ struct EngineArgs {
   int threads = 0;
   int64_t ctx = 4096;
   std::string kv = "f16";
-  std::string backend = "cpu";
+  std::string backend = "auto";
   // Placement of a MoE model's routed experts.
-  std::string ram_budget;  // "24G", "512MiB", bytes; empty: the default
+  std::string ram_budget;   // "24G", "512MiB", bytes; empty: the default
+  std::string vram_budget;  // the same for device memory (CUDA)
+  int64_t gpu_expert_cache = 0;
   bool stream_experts = false;
   int64_t expert_cache = 0;
   std::string io_engine = "auto";

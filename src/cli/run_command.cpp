@@ -100,8 +100,9 @@ int run_model(const RunArgs& args) {
   install_interrupt_handler();
   const int code = args.prompt ? answer_once(session, conversation, settings, *args.prompt)
                                : run_chat(session, conversation, settings);
-  if (args.stats && !model->placement_explanation().empty()) {
-    std::fputs(format_expert_telemetry(model->expert_telemetry()).c_str(), stderr);
+  const ExpertTelemetry experts = model->expert_telemetry();
+  if (args.stats && experts.steps > 0) {
+    std::fputs(format_expert_telemetry(experts).c_str(), stderr);
   }
   write_expert_outputs(*model, args.engine);
   return code;

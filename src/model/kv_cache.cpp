@@ -8,7 +8,8 @@
 
 namespace sluice::model {
 
-KvCache::KvCache(std::vector<KvLayerSpec> layers, int64_t n_ctx, int64_t n_batch, KvElement type)
+KvCache::KvCache(std::vector<KvLayerSpec> layers, int64_t n_ctx, int64_t n_batch, KvElement type,
+                 Backend& backend)
     : layers_(std::move(layers)), n_ctx_(n_ctx), n_batch_(n_batch), type_(type) {
   if (n_ctx < 1 || n_batch < 1) fail("kv cache: n_ctx and n_batch must be positive");
   const size_t element = type == KvElement::kF16 ? 2 : 4;
@@ -22,8 +23,8 @@ KvCache::KvCache(std::vector<KvLayerSpec> layers, int64_t n_ctx, int64_t n_batch
       continue;
     }
     layer.capacity = spec.window > 0 ? std::min(n_ctx, spec.window + n_batch - 1) : n_ctx;
-    layer.k.resize(size_t(layer.capacity * spec.n_head_kv * spec.head_dim_k) * element);
-    layer.v.resize(size_t(layer.capacity * spec.n_head_kv * spec.head_dim_v) * element);
+    layer.k.resize(backend, size_t(layer.capacity * spec.n_head_kv * spec.head_dim_k) * element);
+    layer.v.resize(backend, size_t(layer.capacity * spec.n_head_kv * spec.head_dim_v) * element);
   }
 }
 
@@ -107,10 +108,15 @@ void KvCache::copy_prefix_from(const KvCache& source, int64_t n, int64_t n_writt
     }
     const size_t k_cell = size_t(spec.n_head_kv * spec.head_dim_k) * element;
     const size_t v_cell = size_t(spec.n_head_kv * spec.head_dim_v) * element;
-    for (int64_t pos = std::max<int64_t>(0, n - to.capacity); pos < n; ++pos) {
-      const size_t cell = size_t(pos % to.capacity);
-      std::copy_n(from.k.data() + cell * k_cell, k_cell, to.k.data() + cell * k_cell);
-      std::copy_n(from.v.data() + cell * v_cell, v_cell, to.v.data() + cell * v_cell);
+    // Positions [first, n) sit in cells first % capacity onwards, wrapping at most once.
+    const int64_t first = std::max<int64_t>(0, n - to.capacity);
+    for (int64_t pos = first; pos < n;) {
+      const int64_t cell = pos % to.capacity;
+      const int64_t cells = std::min(n - pos, to.capacity - cell);
+      Backend& backend = *to.k.backend();
+      backend.copy(to.k.data() + cell * k_cell, from.k.data() + cell * k_cell, cells * k_cell);
+      backend.copy(to.v.data() + cell * v_cell, from.v.data() + cell * v_cell, cells * v_cell);
+      pos += cells;
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 
 namespace sluice::model {
 
@@ -38,7 +39,10 @@ struct RecurrentLayerView {
 
 class KvCache {
  public:
-  KvCache(std::vector<KvLayerSpec> layers, int64_t n_ctx, int64_t n_batch, KvElement type);
+  // Keys and values in `backend`'s memory (the device's for a GPU backend); recurrent states on
+  // the host (their layers run on the CPU only).
+  KvCache(std::vector<KvLayerSpec> layers, int64_t n_ctx, int64_t n_batch, KvElement type,
+          Backend& backend);
 
   KvLayerView layer(int64_t index);
   // The state of recurrent layer `index` for a run that starts at position pos0: zeroed when pos0
@@ -69,8 +73,8 @@ class KvCache {
  private:
   struct Layer {
     int64_t capacity = 0;
-    std::vector<uint8_t> k;  // [capacity, n_head_kv, head_dim_k] of F16 or F32
-    std::vector<uint8_t> v;  // [capacity, n_head_kv, head_dim_v]
+    BackendArray<uint8_t> k;  // [capacity, n_head_kv, head_dim_k] of F16 or F32
+    BackendArray<uint8_t> v;  // [capacity, n_head_kv, head_dim_v]
     // Recurrent layers only (always float32, as llama.cpp keeps them).
     std::vector<float> conv;   // [conv_state]
     std::vector<float> state;  // [recurrent_state]

@@ -48,8 +48,12 @@ class LanguageModel {
   virtual ~LanguageModel() = default;
   virtual const ModelSummary& summary() const = 0;
   virtual std::vector<KvLayerSpec> kv_layout() const = 0;
-  // Buffers sized for chunks of n_batch tokens; called once per session before forwards.
-  virtual void reserve(int64_t n_batch) = 0;
+  // Buffers sized for chunks of n_batch tokens in `backend`'s memory; called once per session
+  // before forwards, which must then use that backend.
+  virtual void reserve(Backend& backend, int64_t n_batch) = 0;
+  // Whether forward keeps every activation in the backend's memory and touches it only through
+  // backend ops, so that it runs on a GPU backend; false: host-memory backends (the CPU) only.
+  virtual bool runs_on_device() const { return false; }
   // Where the routed experts live (streamed or viewed by an ExpertSource); empty when dense.
   virtual const experts::ExpertLayout& expert_layout() const { return no_experts_; }
   virtual void forward(Backend& backend, const ForwardRequest& request) = 0;

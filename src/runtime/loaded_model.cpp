@@ -6,13 +6,20 @@
 #include <filesystem>
 #include <thread>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "experts/device_expert_slots.h"
 #include "experts/expert_cache.h"
 #include "experts/expert_sidecar.h"
 #include "experts/planner.h"
 #include "experts/resident_experts.h"
 #include "format/model_file_open.h"
 #include "model/registry.h"
+
+#if SLUICE_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_device.h"
+#endif
 
 namespace sluice {
 
@@ -32,8 +39,8 @@ LoadedModel::LoadedModel(const std::string& path, const ModelOptions& options)
       file_(read_model_file(source_.path())),
       language_model_(model::load_language_model(file_)),
       tokenizer_(TextTokenizer::from_model_file(path)) {
-  if (options.backend != "cpu") {
-    fail("backend '", options.backend, "' is not available (this build has: cpu)");
+  if (options.backend != "auto" && options.backend != "cpu" && options.backend != "cuda") {
+    fail("backend '", options.backend, "' is not one of: auto, cpu, cuda");
   }
   if (options.n_threads < 0 || options.n_threads > 1024) {
     fail("threads must be between 1 and 1024 (or 0 for automatic), got ", options.n_threads);
@@ -57,6 +64,112 @@ LoadedModel::LoadedModel(const std::string& path, const ModelOptions& options)
   place_experts(options);
   pool_ = std::make_unique<ThreadPool>(options.n_threads > 0 ? options.n_threads
                                                              : default_thread_count());
+  choose_backend(options);
+}
+
+// cuda when asked for, or for auto when a device exists and the architecture's forward runs on
+// it; the reason goes first in the placement explanation.
+void LoadedModel::choose_backend(const ModelOptions& options) {
+  std::string why_not_cuda;
+#if SLUICE_HAVE_CUDA
+  if (cuda::device_count() == 0) why_not_cuda = "no CUDA device found";
+#else
+  why_not_cuda = "this build has no CUDA backend (nvcc was not found when it was configured)";
+#endif
+  if (why_not_cuda.empty() && !language_model_->runs_on_device()) {
+    why_not_cuda = "the " + info_.architecture + " forward runs on the CPU only so far";
+  }
+  if (options.backend == "cuda" && !why_not_cuda.empty()) fail("backend cuda: ", why_not_cuda);
+  const bool cuda = options.backend != "cpu" && why_not_cuda.empty();
+  std::string reason;
+#if SLUICE_HAVE_CUDA
+  if (cuda) {
+    backend_ = std::make_unique<cuda::CudaBackend>(0);
+    info_.backend = "cuda";
+    info_.device = cuda::describe_device(0);
+    reason = "backend: cuda on " + info_.device +
+             " (weights, activations and KV cache in device "
+             "memory)";
+    place_experts_on_device(options);
+  }
+#endif
+  if (!cuda) {
+    backend_ = std::make_unique<cpu::CpuBackend>(pool_.get());
+    info_.backend = "cpu";
+    reason = "backend: cpu, " + std::to_string(pool_->size()) + " threads" +
+             (options.backend == "auto" ? " (" + why_not_cuda + ")" : "");
+  }
+  placement_.insert(placement_.begin(), reason);
+}
+
+// One session of min(4096, n_ctx_train) tokens in F16.
+uint64_t LoadedModel::kv_reserve_bytes() const {
+  const int64_t n_ctx = std::min<int64_t>(4096, info_.n_ctx_train);
+  uint64_t bytes = 0;
+  for (const model::KvLayerSpec& spec : language_model_->kv_layout()) {
+    bytes += uint64_t(n_ctx * spec.n_head_kv * (spec.head_dim_k + spec.head_dim_v) * 2);
+  }
+  return bytes;
+}
+
+// Activations of 512-token chunks and their logits.
+uint64_t LoadedModel::scratch_reserve_bytes() const {
+  return uint64_t(512 * info_.n_embd * 4 * 16 + info_.n_vocab * 4 * 512);
+}
+
+// The device tier of the routed experts: all of them in device memory when they fit the budget
+// (the backend copies each on first use), else slots in front of the host tier.
+void LoadedModel::place_experts_on_device(const ModelOptions& options) {
+#if SLUICE_HAVE_CUDA
+  if (expert_layout_.empty()) return;
+  constexpr uint64_t kGiB = uint64_t(1) << 30;
+  uint64_t free = 0, total = 0;
+  if (!cuda::device_memory(0, &free, &total)) fail("backend cuda: cannot read the device's memory");
+  const uint64_t budget =
+      options.vram_budget > 0 ? options.vram_budget : (free > 2 * kGiB ? free - 2 * kGiB : 0);
+  const uint64_t expert_bytes = expert_layout_.total_bytes();
+  const uint64_t others = info_.weight_bytes > expert_bytes ? info_.weight_bytes - expert_bytes : 0;
+  const uint64_t fixed = others + kv_reserve_bytes() + scratch_reserve_bytes();
+  const auto gib = [](uint64_t b) { return std::to_string(double(b) / double(kGiB)).substr(0, 5); };
+  const bool host_streams = dynamic_cast<const experts::ExpertCache*>(experts_.get()) != nullptr;
+  if (options.gpu_expert_cache == 0 && !host_streams && fixed + expert_bytes <= budget) {
+    placement_.push_back("device: every routed expert resident too (" + gib(expert_bytes) +
+                         " GiB; with the rest " + gib(fixed + expert_bytes) + " of the " +
+                         gib(budget) + " GiB device budget)");
+    return;
+  }
+  if (fixed >= budget) {
+    fail("backend cuda: the weights outside the experts and one session's KV cache (", gib(fixed),
+         " GiB) do not fit the device budget of ", gib(budget), " GiB (--vram-budget)");
+  }
+  const uint64_t slot = experts::DeviceExpertSlots::slot_bytes(expert_layout_);
+  int64_t all = 0;
+  for (const experts::ExpertLayerLayout& l : expert_layout_.layers) all += l.n_expert;
+  int64_t n_slots =
+      options.gpu_expert_cache > 0 ? options.gpu_expert_cache : int64_t((budget - fixed) / slot);
+  n_slots = std::min(n_slots, all);
+  if (n_slots < expert_layout_.n_expert_used) {
+    fail("backend cuda: ", n_slots, " device expert slots of ", slot >> 20,
+         " MiB fit the budget, fewer than the ", expert_layout_.n_expert_used,
+         " experts one token uses (raise --vram-budget or --gpu-expert-cache)");
+  }
+  experts_ = std::make_unique<experts::DeviceExpertSlots>(std::move(experts_), expert_layout_,
+                                                          *backend_, n_slots);
+  placement_.push_back("device: " + std::to_string(n_slots) + " expert slots of " +
+                       std::to_string(slot >> 20) + " MiB (" + gib(uint64_t(n_slots) * slot) +
+                       " GiB) in front of the host tier, " + std::to_string(all) +
+                       " experts in all (" + gib(expert_bytes) + " GiB); the rest " + gib(fixed) +
+                       " GiB, device budget " + gib(budget) + " GiB");
+#else
+  (void)options;
+#endif
+}
+
+const experts::ExpertSource* LoadedModel::host_experts() const {
+  if (const auto* device = dynamic_cast<const experts::DeviceExpertSlots*>(experts_.get())) {
+    return &device->host();
+  }
+  return experts_.get();
 }
 
 // Resident or streamed routed experts, as the planner decides under the RAM budget. The KV
@@ -64,17 +177,17 @@ LoadedModel::LoadedModel(const std::string& path, const ModelOptions& options)
 void LoadedModel::place_experts(const ModelOptions& options) {
   expert_layout_ = language_model_->expert_layout();
   const experts::ExpertLayout& layout = expert_layout_;
-  if (layout.empty()) return;
+  if (layout.empty()) {
+    placement_.push_back("dense model, every weight resident (mapped)");
+    return;
+  }
   const std::string sidecar = experts::default_sidecar_path(info_.path);
   const bool repacked = std::filesystem::exists(sidecar);
   if (repacked) experts::use_expert_sidecar(expert_layout_, info_.path, sidecar);
   experts::PlacementRequest request;
   request.weight_bytes = info_.weight_bytes;
-  const int64_t n_ctx = std::min<int64_t>(4096, info_.n_ctx_train);
-  for (const model::KvLayerSpec& spec : language_model_->kv_layout()) {
-    request.kv_bytes += uint64_t(n_ctx * spec.n_head_kv * (spec.head_dim_k + spec.head_dim_v) * 2);
-  }
-  request.scratch_bytes = uint64_t(512 * info_.n_embd * 4 * 16 + info_.n_vocab * 4 * 512);
+  request.kv_bytes = kv_reserve_bytes();
+  request.scratch_bytes = scratch_reserve_bytes();
   request.ram_budget = options.ram_budget;
   request.force_stream = options.stream_experts;
   request.n_slots = options.expert_cache_slots;
@@ -146,7 +259,13 @@ ExpertTelemetry LoadedModel::expert_telemetry() const {
   const experts::ExpertStats& stats = experts_->stats();
   experts::ExpertCounters c = stats.total;
   c.add(stats.last_step);
-  if (const auto* cache = dynamic_cast<const experts::ExpertCache*>(experts_.get())) {
+  if (const auto* device = dynamic_cast<const experts::DeviceExpertSlots*>(experts_.get())) {
+    t.device_slots = device->n_slots();
+    t.device_hits = device->device_counters().hits;
+    t.device_misses = device->device_counters().misses;
+    t.device_bytes_copied = device->device_counters().bytes_copied;
+  }
+  if (const auto* cache = dynamic_cast<const experts::ExpertCache*>(host_experts())) {
     t.streaming = true;
     t.io_engine = cache->io_engine_name();
     t.direct_io = cache->direct_io();
@@ -179,7 +298,7 @@ ExpertTelemetry LoadedModel::expert_telemetry() const {
 
 void LoadedModel::save_expert_profile(const std::string& path) const {
   std::lock_guard lock(forward_mutex_);
-  const auto* cache = dynamic_cast<const experts::ExpertCache*>(experts_.get());
+  const auto* cache = dynamic_cast<const experts::ExpertCache*>(host_experts());
   if (cache == nullptr || cache->profile() == nullptr)
     fail(
         "no expert profile was recorded (it needs a MoE model, streamed experts and "

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 
+#include "backend/backend.h"
 #include "core/thread_pool.h"
 #include "experts/expert_source.h"
 #include "format/model_file.h"
@@ -30,19 +31,32 @@ class LoadedModel final : public Model {
 
   model::LanguageModel& language_model() { return *language_model_; }
   ThreadPool& pool() { return *pool_; }
+  // The backend every session's forward runs on (ModelOptions::backend); sessions hold their KV
+  // cache and the model its scratch in its memory.
+  Backend& backend() { return *backend_; }
   // Where MoE layers get their routed experts; nullptr for a dense model.
   experts::ExpertSource* experts() { return experts_.get(); }
   std::mutex& forward_mutex() { return forward_mutex_; }
 
  private:
   void place_experts(const ModelOptions& options);
+  void choose_backend(const ModelOptions& options);
+  void place_experts_on_device(const ModelOptions& options);
+  // The host tier of the routed experts (the streaming cache or the mapped file's views), below
+  // the device slots when there are any.
+  const experts::ExpertSource* host_experts() const;
+  uint64_t kv_reserve_bytes() const;  // one session's KV cache, estimated
+  uint64_t scratch_reserve_bytes() const;
 
   SnapshotConversion source_;  // first: the file below may be its temporary GGUF
   ModelFile file_;
+  // Declared before the language model, whose scratch lives in the backend's memory and is
+  // released through it; the CPU backend runs on the pool.
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Backend> backend_;
   std::unique_ptr<model::LanguageModel> language_model_;
   TextTokenizer tokenizer_;
   ModelInfo info_;
-  std::unique_ptr<ThreadPool> pool_;
   experts::ExpertLayout expert_layout_;  // the model's, pointed at a sidecar when there is one
   std::unique_ptr<experts::ExpertSource> experts_;
   std::vector<std::string> placement_;

@@ -28,8 +28,7 @@ Session::Impl::Impl(std::shared_ptr<Model> model_in, const SessionOptions& optio
       n_batch(std::clamp<int64_t>(options.n_batch, 1, n_ctx)),
       n_vocab(model->info().n_vocab),
       kv(model->language_model().kv_layout(), n_ctx, n_batch,
-         options.kv_type == KvType::kF32 ? KvElement::kF32 : KvElement::kF16),
-      backend(&model->pool()) {
+         options.kv_type == KvType::kF32 ? KvElement::kF32 : KvElement::kF16, model->backend()) {
   if (options.n_batch < 1) fail("batch size must be positive, got ", options.n_batch);
   chunk_logits.resize(size_t(n_batch * n_vocab));
   batch_runs.reserve(size_t(n_batch));
@@ -37,7 +36,7 @@ Session::Impl::Impl(std::shared_ptr<Model> model_in, const SessionOptions& optio
   last_logits.resize(size_t(n_vocab));
   tokens.reserve(size_t(n_ctx));
   std::lock_guard lock(model->forward_mutex());
-  model->language_model().reserve(n_batch);
+  model->language_model().reserve(model->backend(), n_batch);
 }
 
 void Session::Impl::check_ids(std::span<const int32_t> ids) const {
@@ -85,7 +84,7 @@ void Session::Impl::forward_chunk(std::span<const int32_t> ids, float* all) {
   request.experts = model->experts();
   {
     std::lock_guard lock(model->forward_mutex());
-    model->language_model().forward(backend, request);
+    model->language_model().forward(model->backend(), request);
     if (request.experts != nullptr) request.experts->end_step();
   }
   tokens.insert(tokens.end(), ids.begin(), ids.end());
@@ -118,7 +117,7 @@ void Session::Impl::forward_batch(std::span<const BatchItem> items) {
   request.experts = lead.model->experts();
   {
     std::lock_guard lock(lead.model->forward_mutex());
-    lead.model->language_model().forward(lead.backend, request);
+    lead.model->language_model().forward(lead.model->backend(), request);
     if (request.experts != nullptr) request.experts->end_step();
   }
   for (size_t i = 0; i < items.size(); ++i) {

@@ -1,5 +1,5 @@
 // Session::Impl: one conversation's state on a LoadedModel — the KV cache, the committed token
-// ids, the CPU backend with its scratch and the logits buffer — and the two steps everything
+// ids and the logits buffer — and the two steps everything
 // else is made of: bring the cache to a given prefix (reusing what matches) and run a chunked
 // forward. Owned by one thread at a time.
 #pragma once
@@ -9,7 +9,6 @@
 #include <span>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
 #include "model/kv_cache.h"
 #include "runtime/loaded_model.h"
 #include "sluice/engine.h"
@@ -50,8 +49,7 @@ struct Session::Impl {
   int64_t n_ctx = 0;
   int64_t n_batch = 0;
   int64_t n_vocab = 0;
-  model::KvCache kv;
-  cpu::CpuBackend backend;
+  model::KvCache kv;                           // in the model's backend's memory
   std::vector<int32_t> tokens;                 // committed ids; tokens.size() is the next position
   std::vector<float> chunk_logits;             // [n_batch, n_vocab] scratch of one forward
   std::vector<float> last_logits;              // [n_vocab] of the last committed token

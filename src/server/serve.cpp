@@ -120,7 +120,7 @@ void add_operational_routes(httplib::Server& http, Service& service) {
              write_json(res,
                         {{"models", Json::array({{{"name", served.name},
                                                   {"architecture", info.architecture},
-                                                  {"backend", service.options().model.backend},
+                                                  {"backend", info.backend},
                                                   {"context_length", service.scheduler().n_ctx()},
                                                   {"context_length_trained", info.n_ctx_train},
                                                   {"streams_experts", experts.streaming},

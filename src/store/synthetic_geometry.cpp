@@ -312,6 +312,49 @@ constexpr SyntheticGeometry kGeometries[] = {
                   .full_attention_interval = 4,
                   .rope_sections = {3, 3, 2, 0}},
     },
+    // Llama 3.1 8B: https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json
+    // (hidden_size 4096, 32 layers, intermediate_size 14336, 32 heads, 8 KV heads, head dim
+    // 4096 / 32 = 128, vocab_size 128256, rope_theta 500000, rms_norm_eps 1e-5,
+    // max_position_embeddings 131072, untied output). The dense model of the GPU memory-roofline
+    // benchmark (bench/cuda_vs_llamacpp.py --roofline). Q4_K throughout, the embedding and the
+    // output included, as the MoE rows choose: 4.5 GB. Its rope_scaling (llama3, factor 8) is
+    // not written; see synthetic_llama.cpp.
+    {
+        .name = "llama-3.1-8b",
+        .architecture = "llama",
+        .display_name = "Synthetic Llama-3.1-8B",
+        .n_layer = 32,
+        .n_ctx = 131072,
+        .n_embd = 4096,
+        .n_ff = 14336,
+        .n_head = 32,
+        .n_head_kv = 8,
+        .head_dim = 128,
+        .n_vocab = 128256,
+        .rope_freq_base = 500000.0f,
+        .rms_eps = 1e-5f,
+        .type = QType::Q4_K,
+        .expert_type = QType::Q4_K,
+    },
+    // The same layout at test size; the FFN width differs from every other dimension so a
+    // transposed matrix cannot pass unnoticed.
+    {
+        .name = "tiny-llama",
+        .architecture = "llama",
+        .display_name = "Synthetic tiny Llama (llama)",
+        .n_layer = 3,
+        .n_ctx = 4096,
+        .n_embd = 256,
+        .n_ff = 768,
+        .n_head = 4,
+        .n_head_kv = 2,
+        .head_dim = 64,
+        .n_vocab = 512,
+        .rope_freq_base = 500000.0f,
+        .rms_eps = 1e-5f,
+        .type = QType::Q4_K,
+        .expert_type = QType::Q4_K,
+    },
 };
 
 }  // namespace

@@ -78,10 +78,8 @@ SyntheticPlanner synthetic_planner(std::string_view architecture) {
     SyntheticPlanner planner;
   };
   static constexpr Entry kPlanners[] = {
-      {"qwen3moe", plan_qwen3moe},
-      {"deepseek4", plan_deepseek4},
-      {"glm-dsa", plan_glm_dsa},
-      {"qwen35moe", plan_qwen35moe},
+      {"qwen3moe", plan_qwen3moe},   {"deepseek4", plan_deepseek4}, {"glm-dsa", plan_glm_dsa},
+      {"qwen35moe", plan_qwen35moe}, {"llama", plan_llama},
   };
   for (const auto& entry : kPlanners) {
     if (entry.architecture == architecture) return entry.planner;

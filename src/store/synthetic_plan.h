@@ -103,6 +103,7 @@ void plan_qwen3moe(const SyntheticPlanRequest& request, TensorPlan& plan, ArchKe
 void plan_deepseek4(const SyntheticPlanRequest& request, TensorPlan& plan, ArchKeys& keys);
 void plan_glm_dsa(const SyntheticPlanRequest& request, TensorPlan& plan, ArchKeys& keys);
 void plan_qwen35moe(const SyntheticPlanRequest& request, TensorPlan& plan, ArchKeys& keys);
+void plan_llama(const SyntheticPlanRequest& request, TensorPlan& plan, ArchKeys& keys);
 
 // The planner of general.architecture `architecture`; a sluice::Error naming it otherwise.
 SyntheticPlanner synthetic_planner(std::string_view architecture);

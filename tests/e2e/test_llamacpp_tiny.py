@@ -46,6 +46,11 @@ TINY = TESTDATA / "llamacpp-tiny"
 PROMPT = [1, 5, 9, 17, 33, 64, 2, 100, 7, 3, 50, 27]
 N_GREEDY = 8
 REFUSED = ("unknown architecture", "not supported")
+# SLUICE_TEST_BACKEND=cuda runs every file on the CUDA backend (on the GPU machine): an
+# architecture whose forward is not on the device yet is an xfail with the engine's reason.
+BACKEND = os.environ.get("SLUICE_TEST_BACKEND", "cpu")
+if BACKEND == "cuda":
+    REFUSED += ("runs on the CPU only",)
 
 if not SLUICE_BIN:
     pytest.skip("SLUICE_BIN is not set (run through ctest)", allow_module_level=True)
@@ -59,6 +64,15 @@ SETTINGS = {"default": ("logits", "greedy_continuation", "greedy_top2_margins", 
 
 
 def tolerance(reference, setting):
+    bound = cpu_tolerance(reference, setting)
+    # CUDA multiplies the 12-token prefill chunk in f16 on tensor cores (each product within
+    # ~1e-3 of itself) and attends in float32: float weights land within the default run's bound.
+    if BACKEND == "cuda" and reference["weight_type"] in ("f32", "f16"):
+        return max(bound, 5e-2 if reference["arch"] == "gemma4" else 2e-2)
+    return bound
+
+
+def cpu_tolerance(reference, setting):
     arch, weights = reference["arch"], reference["weight_type"]
     gemma = arch.startswith("gemma")
     if weights in ("q8_0", "mxfp4", "iq2_xxs"):
@@ -89,7 +103,8 @@ def test_logits_and_greedy_match_llama_cpp(eval_available, capsys, path, setting
     assert reference["prompt_tokens"] == PROMPT
     logits_key, greedy_key, margins_key, kv = SETTINGS[setting]
     args = [SLUICE_BIN, "eval", "--model", str(path), "--tokens", ",".join(map(str, PROMPT)),
-            "--all-positions", "--json", "--greedy", str(N_GREEDY)] + (["--kv", kv] if kv else [])
+            "--all-positions", "--json", "--greedy", str(N_GREEDY)] + (["--kv", kv] if kv else []) + \
+           ["--backend", BACKEND]
     run = subprocess.run(args, capture_output=True, timeout=300)
     message = run.stderr.decode(errors="replace").strip()
     if run.returncode != 0 and any(r in message for r in REFUSED):

@@ -1,13 +1,17 @@
 """Synthetic models of the newest MoE families (`sluice synth --geometry tiny-deepseek4 |
-tiny-glm-dsa | tiny-qwen35moe`): random weights in the exact layout llama.cpp's converter writes
-for `deepseek4`, `glm-dsa` and `qwen35moe`.
+tiny-glm-dsa | tiny-qwen35moe`) and of the dense `llama` (tiny-llama, the small sibling of the
+llama-3.1-8b roofline geometry): random weights in the exact layout llama.cpp's converter writes
+for `deepseek4`, `glm-dsa`, `qwen35moe` and `llama`.
 
 - Layout: the tensor names (layer numbers aside), tensor ranks and the architecture's metadata
   keys are those of the llama.cpp-made tiny model of the same design in
   ../shared/testdata/llamacpp-tiny (same layer pattern: compress ratios 0, 4, 128, 4 with two
   hash-routed layers; a dense first layer and indexers on layers 0 and 2; three DeltaNet layers
-  then attention), read with the `gguf` package. Skips when that folder is absent.
-- Streaming: the logits of every position and the greedy continuation are bit-identical between
+  then attention; three dense llama layers), read with the `gguf` package. Skips when that
+  folder is absent.
+- The dense tiny-llama (Q4_K, its default type) evaluates: finite logits with a real spread, the
+  same greedy continuation twice.
+- Streaming (the MoE geometries): the logits of every position and the greedy continuation are bit-identical between
   the resident model and experts streamed at the cache floor, with prefetch on and off
   (DESIGN.md, "Invariants"); the telemetry adds up.
 - llama.cpp loads the same file: with every tensor F32 (`--type F32`), its logits at every
@@ -35,7 +39,10 @@ GEOMETRIES = {
     "tiny-deepseek4": ("deepseek4", "deepseek4-moe.gguf"),
     "tiny-glm-dsa": ("glm-dsa", "glmdsa-moe.gguf"),
     "tiny-qwen35moe": ("qwen35moe", "qwen35moe-hybrid.gguf"),
+    "tiny-llama": ("llama", "llama-dense.gguf"),
 }
+DENSE = {"tiny-llama"}  # no routed experts: nothing to stream
+MOE = [name for name in GEOMETRIES if name not in DENSE]
 
 if not SLUICE_BIN:
     pytest.skip("SLUICE_BIN is not set (run through ctest)", allow_module_level=True)
@@ -92,7 +99,18 @@ def evaluate(model, tmp_path, placement, tag):
     return logits.read_bytes(), greedy, json.loads(stats.read_text())
 
 
-@pytest.mark.parametrize("name", list(GEOMETRIES))
+@pytest.mark.parametrize("name", sorted(DENSE))
+def test_dense_model_evaluates(synthetic, tmp_path, name):
+    logits, greedy, stats = evaluate(synthetic[name], tmp_path, [], "dense")
+    assert stats["streaming"] is False
+    values = np.frombuffer(logits, dtype=np.float32)
+    assert values.size == len(PROMPT) * 512, f"{name}: {values.size} logits"
+    assert np.isfinite(values).all() and values.std() > 1e-3, f"{name}: degenerate logits"
+    again, greedy_again, _ = evaluate(synthetic[name], tmp_path, [], "dense-again")
+    assert again == logits and greedy_again == greedy
+
+
+@pytest.mark.parametrize("name", MOE)
 def test_streamed_at_the_floor_is_bit_identical_to_resident(synthetic, tmp_path, name):
     model = synthetic[name]
     resident, resident_greedy, resident_stats = evaluate(model, tmp_path, [], "resident")

@@ -37,6 +37,19 @@ class CpuBackend final : public Backend {
   void softcap(float* x, float cap, int64_t n) override;
   void softmax_rows(float* x, int64_t n_rows, int64_t n_cols) override;
 
+  // cpu_memory_ops.cpp: host memory, plain copies, the MoE gather / scatter / combine.
+  void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
+                   float* dst) override;
+  void scatter_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
+                    float* dst) override;
+  void weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
+                    float* out) override;
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) noexcept override;
+  void upload(void* dst, const void* host, size_t bytes) override;
+  void download(void* host, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+
  private:
   // Runs body(lo, hi) over [0, n) in chunks on the pool (inline when there is none).
   template <class Body>

@@ -1,5 +1,5 @@
 // CudaBackend (cuda_backend.h): validation and dispatch to the launchers of cuda_ops.h and
-// quant_matmul.h, all on the backend's stream.
+// quant_matmul.h, all on the backend's stream; weight pointers go through the mirror first.
 #include "backend/cuda/cuda_backend.h"
 
 #include <string>
@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_matmul.h"
+#include "quant/qtype.h"
 
 namespace sluice::cuda {
 namespace {
@@ -22,6 +23,17 @@ int select_device(int device) {
   return device;
 }
 
+// Bytes of a weight matrix, 0 when its shape is invalid (the call's own checks then report it).
+uint64_t matrix_bytes(const MatrixView& w) {
+  if (w.n_rows <= 0 || w.n_cols <= 0) return 0;
+  const auto row = row_bytes(w.type, uint64_t(w.n_cols));
+  return row ? *row * uint64_t(w.n_rows) : 0;
+}
+
+uint64_t count_or_zero(int64_t n) {
+  return n > 0 ? uint64_t(n) : 0;
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(int device) : device_(select_device(device)) {
@@ -29,29 +41,39 @@ CudaBackend::CudaBackend(int device) : device_(select_device(device)) {
   max_shared_bytes_ = max_shared_memory_per_block();
 }
 
+CudaBackend::~CudaBackend() {
+  cudaStreamSynchronize(as_stream(stream_.handle()));  // errors dropped: destructors never throw
+  for (void* p : allocations_) cudaFree(p);
+}
+
 void CudaBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) {
+  const void* weights = mirror_.resolve(w.data, matrix_bytes(w));
   std::string error;
-  if (!cuda::matmul(w.type, w.data, w.n_rows, w.n_cols, x, y, n_tokens, stream_.handle(), &error)) {
+  if (!cuda::matmul(w.type, weights, w.n_rows, w.n_cols, x, y, n_tokens, stream_.handle(),
+                    &error)) {
     fail(error);
   }
 }
 
 void CudaBackend::get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) {
+  const void* rows = mirror_.resolve(table.data, matrix_bytes(table));
   std::string error;
-  if (!cuda::get_rows(table.type, table.data, table.n_cols, ids, n, out, stream_.handle(),
-                      &error)) {
+  if (!cuda::get_rows(table.type, rows, table.n_cols, ids, n, out, stream_.handle(), &error)) {
     fail(error);
   }
 }
 
 void CudaBackend::rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
                            float eps) {
-  launch_rms_norm(x, weight, y, n_rows, n, eps, as_stream(stream_.handle()));
+  launch_rms_norm(x, mirror_.resolve(weight, count_or_zero(n)), y, n_rows, n, eps,
+                  as_stream(stream_.handle()));
 }
 
 void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
                        const RopeConfig& config) {
-  launch_rope(x, n_tokens, n_head, head_dim, pos0, config, as_stream(stream_.handle()));
+  RopeConfig on_device = config;
+  on_device.freq_factors = mirror_.resolve(config.freq_factors, count_or_zero(config.n_rot / 2));
+  launch_rope(x, n_tokens, n_head, head_dim, pos0, on_device, as_stream(stream_.handle()));
 }
 
 void CudaBackend::kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
@@ -60,8 +82,10 @@ void CudaBackend::kv_store(const KvLayerView& kv, const float* k, const float* v
 }
 
 void CudaBackend::attention(const AttentionCall& call) {
-  launch_attention(call, AttentionDevice{multiprocessors_, max_shared_bytes_}, attention_scratch_,
-                   as_stream(stream_.handle()));
+  AttentionCall on_device = call;
+  on_device.sinks = mirror_.resolve(call.sinks, count_or_zero(call.n_head));
+  launch_attention(on_device, AttentionDevice{multiprocessors_, max_shared_bytes_},
+                   attention_scratch_, as_stream(stream_.handle()));
 }
 
 void CudaBackend::glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
@@ -87,7 +111,8 @@ void CudaBackend::add(float* y, const float* x, int64_t n) {
 }
 
 void CudaBackend::add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols) {
-  launch_add_bias(x, bias, n_rows, n_cols, as_stream(stream_.handle()));
+  launch_add_bias(x, mirror_.resolve(bias, count_or_zero(n_cols)), n_rows, n_cols,
+                  as_stream(stream_.handle()));
 }
 
 void CudaBackend::scale(float* x, float factor, int64_t n) {
@@ -100,6 +125,65 @@ void CudaBackend::softcap(float* x, float cap, int64_t n) {
 
 void CudaBackend::softmax_rows(float* x, int64_t n_rows, int64_t n_cols) {
   launch_softmax_rows(x, n_rows, n_cols, as_stream(stream_.handle()));
+}
+
+void CudaBackend::gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
+                              float* dst) {
+  launch_gather_rows(src, rows, n, n_cols, dst, routing_scratch_, as_stream(stream_.handle()));
+}
+
+void CudaBackend::scatter_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
+                               float* dst) {
+  launch_scatter_rows(src, rows, n, n_cols, dst, routing_scratch_, as_stream(stream_.handle()));
+}
+
+void CudaBackend::weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k,
+                               int64_t n, float* out) {
+  launch_weighted_sum(y, weights, n_tokens, k, n, out, routing_scratch_,
+                      as_stream(stream_.handle()));
+}
+
+void* CudaBackend::allocate(size_t bytes) {
+  void* p = nullptr;
+  check_allocation(cudaMalloc(&p, bytes == 0 ? 1 : bytes), bytes);
+  allocations_.insert(p);
+  try {
+    fill_bytes(p, 0, bytes, stream_);  // ordered before every op that will use p
+  } catch (...) {
+    deallocate(p);
+    throw;
+  }
+  return p;
+}
+
+void CudaBackend::deallocate(void* p) noexcept {
+  if (p == nullptr || allocations_.erase(p) == 0) return;
+  // Kernels queued on the stream may still use p: wait for them explicitly rather than rely on
+  // cudaFree's implicit synchronisation, which CUDA does not promise in every case.
+  cudaStreamSynchronize(as_stream(stream_.handle()));
+  cudaFree(p);
+}
+
+void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
+  if (bytes == 0) return;
+  copy_to_device(dst, host, bytes, stream_);
+  // From pinned memory the copy is asynchronous: the caller may reuse its buffer on return, so
+  // wait. Pageable memory (the usual case) has been staged by CUDA already.
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, host) != cudaSuccess) {
+    cudaGetLastError();
+  } else if (attributes.type == cudaMemoryTypeHost) {
+    stream_.synchronize();
+  }
+}
+
+void CudaBackend::download(void* host, const void* src, size_t bytes) {
+  if (bytes != 0) copy_to_host(host, src, bytes, stream_);
+  stream_.synchronize();
+}
+
+void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0) copy_on_device(dst, src, bytes, stream_);
 }
 
 }  // namespace sluice::cuda

@@ -1,24 +1,38 @@
-// CudaBackend: the Backend interface (backend/backend.h) on an NVIDIA GPU. Every pointer it is
-// given is a device pointer (weights, activations, KV cells, norm weights, freq_factors, sinks);
-// every op only enqueues kernels on the backend's own stream — no host round trips — so results
-// are ready after synchronize() (or any later stream-ordered copy). Errors, including a kernel's
-// fault reported at the next synchronisation, throw sluice::Error with CUDA's one-line message.
+// CudaBackend: the Backend interface (backend/backend.h) on an NVIDIA GPU. Activations, KV
+// cells, logits and index arrays (get_rows's ids) are device memory — the backend's own, from
+// allocate(), moved to and from the host by upload() / download(). Weight arguments (MatrixView
+// data, rms_norm's weight, add_bias's bias, rope's freq_factors, attention's sinks) may be
+// device pointers or HOST pointers to memory that never changes while the backend lives: those
+// are copied to the device on first use and the copy kept (WeightMirror, cuda_weight_mirror.h;
+// mirrored_bytes() says how much). The MoE routing lists of gather_rows / scatter_rows /
+// weighted_sum are host memory, as the interface says. Every op only enqueues work on the
+// backend's own stream — no host round trips but a weight's first upload — so results are
+// ready after synchronize() or download(). Errors, including a kernel's fault reported at the
+// next synchronisation, throw sluice::Error with CUDA's one-line message. Not thread-safe: one
+// caller thread.
 //
-// Element-wise ops, norms, RoPE and KV writes reproduce CpuBackend's float operations (bit for
-// bit, or within 1 ulp where the CPU calls libm); attention and the quantized matmuls agree with
-// it within the tolerances stated in tests/backend/cuda_backend_test.cpp. Plain C++ header.
+// Element-wise ops, norms, RoPE, KV writes and the MoE gather / scatter / weighted_sum reproduce
+// CpuBackend's float operations (bit for bit, or within 1 ulp where the CPU calls libm);
+// attention and the quantized matmuls agree with it within the tolerances stated in
+// tests/backend/cuda_backend_test.cpp. Plain C++ header.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <unordered_set>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/cuda_weight_mirror.h"
 
 namespace sluice::cuda {
 
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device = 0);  // throws when there is no such device
+  ~CudaBackend() override;               // frees what allocate() gave and was not deallocated
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
 
   void matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) override;
   void get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override;
@@ -38,17 +52,44 @@ class CudaBackend final : public Backend {
   void softcap(float* x, float cap, int64_t n) override;
   void softmax_rows(float* x, int64_t n_rows, int64_t n_cols) override;
 
+  // MoE rows: `rows` / `weights` are host lists; short ones (decode) travel in the kernel's
+  // parameters, longer ones through a device scratch copied on the stream (cuda_moe.cu).
+  void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
+                   float* dst) override;
+  void scatter_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
+                    float* dst) override;
+  void weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
+                    float* out) override;
+
+  // Device memory. allocate: cudaMalloc (256-byte aligned) zeroed on the stream; 0 bytes gives a
+  // unique 1-byte allocation (never nullptr, so a pointer always means "a buffer"); running out
+  // throws "cuda: out of device memory allocating 1.50 GiB". deallocate waits for the stream
+  // first (queued kernels may still use the memory); pointers it did not give are ignored.
+  bool host_memory() const override { return false; }
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) noexcept override;
+  // Stream-ordered copies. upload: the host buffer may be reused on return (a pinned source is
+  // waited for, pageable memory is staged by CUDA); download returns with the bytes there.
+  void upload(void* dst, const void* host, size_t bytes) override;
+  void download(void* host, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
   // Waits until every op queued so far has run; throws the first error any of them hit.
-  void synchronize() const { stream_.synchronize(); }
+  void synchronize() override { stream_.synchronize(); }
   const Stream& stream() const { return stream_; }
+
+  // Bytes of device memory holding copies of host weights (each host pointer counted once).
+  uint64_t mirrored_bytes() const { return mirror_.mirrored_bytes(); }
 
  private:
   int device_ = 0;
   int multiprocessors_ = 1;
   size_t max_shared_bytes_ = 0;
   Stream stream_;
-  DeviceBuffer attention_scratch_;  // split-K partial results
-  DeviceBuffer gelu_f16_table_;     // [65536] halves, uploaded on first use of kGeluTanhF16
+  DeviceBuffer attention_scratch_;         // split-K partial results
+  DeviceBuffer gelu_f16_table_;            // [65536] halves, uploaded on first use of kGeluTanhF16
+  DeviceBuffer routing_scratch_;           // MoE row / weight lists too long for kernel parameters
+  WeightMirror mirror_{stream_};           // device copies of host weights
+  std::unordered_set<void*> allocations_;  // what allocate() gave and deallocate() did not take
 };
 
 }  // namespace sluice::cuda

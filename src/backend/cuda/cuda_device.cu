@@ -33,6 +33,17 @@ std::string describe_device(int index) {
          std::to_string(properties.minor) + ")";
 }
 
+bool device_memory(int index, uint64_t* free_bytes, uint64_t* total_bytes) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(index) != cudaSuccess) return false;
+  size_t free = 0, total = 0;
+  const bool ok = cudaMemGetInfo(&free, &total) == cudaSuccess;
+  cudaSetDevice(previous);
+  *free_bytes = free;
+  *total_bytes = total;
+  return ok;
+}
+
 bool run_iota_kernel(float scale, float* out, int64_t n, std::string* error) {
   float* device_out = nullptr;  // [n]
   const size_t bytes = size_t(n) * sizeof(float);

@@ -14,6 +14,9 @@ int device_count();
 // Name and compute capability of device `index`, e.g. "NVIDIA H200 (sm_90)".
 std::string describe_device(int index);
 
+// Free and total memory of device `index` in bytes; false when CUDA cannot say.
+bool device_memory(int index, uint64_t* free_bytes, uint64_t* total_bytes);
+
 // Runs a kernel writing out[i] = i * scale on device 0 and copies the result back; false
 // (with `error` set) when any CUDA call fails. Used by the device smoke test.
 bool run_iota_kernel(float scale, float* out, int64_t n, std::string* error);

@@ -81,7 +81,7 @@ void DeviceBuffer::reserve(size_t bytes) {
     data_ = nullptr;
     bytes_ = 0;
   }
-  check(cudaMalloc(&data_, bytes), "cudaMalloc");
+  check_allocation(cudaMalloc(&data_, bytes), bytes);
   bytes_ = bytes;
 }
 

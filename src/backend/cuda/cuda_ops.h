@@ -40,6 +40,15 @@ void launch_add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols
 void launch_scale(float* x, float factor, int64_t n, cudaStream_t stream);
 void launch_softcap(float* x, float cap, int64_t n, cudaStream_t stream);
 void launch_softmax_rows(float* x, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
+// cuda_moe.cu. `rows` and `weights` are HOST lists (the routing runs on the host); short ones
+// travel in the kernel's parameters, longer ones through `scratch` (grown as needed).
+void launch_gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
+                        float* dst, DeviceBuffer& scratch, cudaStream_t stream);
+void launch_scatter_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
+                         float* dst, DeviceBuffer& scratch, cudaStream_t stream);
+void launch_weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k,
+                         int64_t n, float* out, DeviceBuffer& scratch, cudaStream_t stream);
+
 // The host table of ggml's f16 GELU (the CPU backend's), to be uploaded once: [65536] halves.
 void make_gelu_f16_table(uint16_t* table);
 

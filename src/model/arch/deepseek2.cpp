@@ -98,10 +98,10 @@ class DeepSeek2 final : public LanguageModel {
 
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
 
-  void reserve(int64_t n_batch) override {
-    if (!stream_.grow(n_batch, hp_.n_embd)) return;
+  void reserve(Backend& backend, int64_t n_batch) override {
+    if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
     attn_scratch_.reserve(shape_, n_batch);
-    ffn_scratch_.reserve(ffn_, hp_.n_embd, n_batch);
+    ffn_scratch_.reserve(backend, ffn_, hp_.n_embd, n_batch);
   }
 
   void forward(Backend& backend, const ForwardRequest& request) override {
@@ -126,7 +126,7 @@ class DeepSeek2 final : public LanguageModel {
                             hp_.rms_eps, request.experts, il, x, stream_.xn.data(),
                             stream_.branch.data(), n, n_embd, ffn_scratch_, trace);
     }
-    const LogitRows out = logit_rows(request, x, n, n_embd);
+    const LogitRows out = logit_rows(backend, request, x, n, n_embd);
     output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
   }
 

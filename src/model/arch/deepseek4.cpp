@@ -103,7 +103,7 @@ class DeepSeek4 final : public LanguageModel {
   std::vector<KvLayerSpec> kv_layout() const override { return kv_layout_; }
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
 
-  void reserve(int64_t n_batch) override {
+  void reserve(Backend& backend, int64_t n_batch) override {
     if (n_batch <= n_batch_) return;
     n_batch_ = n_batch;
     const Shape& s = shape_;
@@ -129,8 +129,9 @@ class DeepSeek4 final : public LanguageModel {
     m_.compressor.reserve({s.n_embd, s.head_dim, kOverlapRatio, s.n_rot, s.eps}, n_batch);
     m_.indexer_compressor.reserve({s.n_embd, s.indexer_dim, kOverlapRatio, s.n_rot, s.eps},
                                   n_batch);
-    m_.ffn.reserve(moe_hp_.n_ff_exp * std::max<int64_t>(moe_hp_.n_expert_shared, 1), n_batch);
-    m_.moe.reserve(layers_.front().moe, s.n_embd, n_batch);
+    m_.ffn.reserve(backend, moe_hp_.n_ff_exp * std::max<int64_t>(moe_hp_.n_expert_shared, 1),
+                   n_batch);
+    m_.moe.reserve(backend, layers_.front().moe, s.n_embd, n_batch);
   }
 
   void forward(Backend& backend, const ForwardRequest& request) override {
@@ -165,7 +166,7 @@ class DeepSeek4 final : public LanguageModel {
     }
     hc_head(backend, head_hc_, hc_, m_.streams.data(), n, m_.hc, m_.x.data());
     trace("hc_head", -1, m_.x.data(), d);
-    const LogitRows out = logit_rows(request, m_.x.data(), n, d);
+    const LogitRows out = logit_rows(backend, request, m_.x.data(), n, d);
     output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
   }
 

@@ -167,8 +167,8 @@ class Gemma4Decoder final : public LanguageModel {
 
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
 
-  void reserve(int64_t n_batch) override {
-    if (!stream_.grow(n_batch, hp_.n_embd)) return;
+  void reserve(Backend& backend, int64_t n_batch) override {
+    if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
     AttentionShape widest = layers_.front().shape;
     int64_t n_ff = 0;
     for (const Layer& l : layers_) {
@@ -178,12 +178,12 @@ class Gemma4Decoder final : public LanguageModel {
       widest.head_dim_v = std::max(widest.head_dim_v, l.shape.head_dim_v);
       n_ff = std::max(n_ff, l.ffn.gate.n_rows);
     }
-    attn_scratch_.reserve(widest, n_batch);
-    ffn_scratch_.reserve(n_ff, n_batch);
+    attn_scratch_.reserve(backend, widest, n_batch);
+    ffn_scratch_.reserve(backend, n_ff, n_batch);
     if (hp_.n_embd_per_layer > 0) ple_scratch_.reserve(ple_, n_batch);
     if (const Layer* moe = first_moe_layer()) {
-      moe_scratch_.reserve(moe->branch.experts, hp_.n_embd, n_batch);
-      spec_scratch_.reserve(moe->branch.experts, hp_.n_embd, n_batch);
+      moe_scratch_.reserve(backend, moe->branch.experts, hp_.n_embd, n_batch);
+      spec_scratch_.reserve(backend, moe->branch.experts, hp_.n_embd, n_batch);
       for (auto* buffer : {&moe_in_, &router_in_, &moe_out_}) {
         buffer->resize(size_t(n_batch * hp_.n_embd));
       }
@@ -230,7 +230,7 @@ class Gemma4Decoder final : public LanguageModel {
       if (l.out_scale != 1.0f) backend.scale(x, l.out_scale, n * n_embd);
       trace("l_out", il, x, n_embd);
     }
-    const LogitRows out = logit_rows(request, x, n, n_embd);
+    const LogitRows out = logit_rows(backend, request, x, n, n_embd);
     output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
     if (hp_.final_softcap > 0.0f) {
       // cap * tanh(logits * (1 / cap)), multiplied in the order llama.cpp's graph does.

@@ -139,11 +139,11 @@ class KimiLinear final : public LanguageModel {
 
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
 
-  void reserve(int64_t n_batch) override {
-    if (!stream_.grow(n_batch, hp_.n_embd)) return;
+  void reserve(Backend& backend, int64_t n_batch) override {
+    if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
     mla_scratch_.reserve(mla_shape_, n_batch);
     kda_scratch_.reserve(kda_shape_, n_batch);
-    ffn_scratch_.reserve(ffn_, hp_.n_embd, n_batch);
+    ffn_scratch_.reserve(backend, ffn_, hp_.n_embd, n_batch);
   }
 
   void forward(Backend& backend, const ForwardRequest& request) override {
@@ -175,7 +175,7 @@ class KimiLinear final : public LanguageModel {
                             hp_.rms_eps, request.experts, il, x, xn, branch, n, n_embd,
                             ffn_scratch_, trace);
     }
-    const LogitRows out = logit_rows(request, x, n, n_embd);
+    const LogitRows out = logit_rows(backend, request, x, n, n_embd);
     output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
   }
 

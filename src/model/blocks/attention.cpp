@@ -74,13 +74,13 @@ AttentionWeights bind_attention(WeightBinder& binder, int64_t layer, const Atten
   return w;
 }
 
-void AttentionScratch::reserve(const AttentionShape& s, int64_t n_batch) {
-  q.resize(size_t(n_batch * s.n_head * s.head_dim_k));
-  k.resize(size_t(n_batch * s.n_head_kv * s.head_dim_k));
-  v.resize(size_t(n_batch * s.n_head_kv * s.head_dim_v));
-  attn.resize(size_t(n_batch * s.n_head * s.head_dim_v));
-  gate.resize(size_t(n_batch * s.n_head * s.head_dim_v));
-  if (s.gated_query) q_full.resize(size_t(n_batch * 2 * s.n_head * s.head_dim_k));
+void AttentionScratch::reserve(Backend& backend, const AttentionShape& s, int64_t n_batch) {
+  q.resize(backend, size_t(n_batch * s.n_head * s.head_dim_k));
+  k.resize(backend, size_t(n_batch * s.n_head_kv * s.head_dim_k));
+  v.resize(backend, size_t(n_batch * s.n_head_kv * s.head_dim_v));
+  attn.resize(backend, size_t(n_batch * s.n_head * s.head_dim_v));
+  gate.resize(backend, size_t(n_batch * s.n_head * s.head_dim_v));
+  if (s.gated_query) q_full.resize(backend, size_t(n_batch * 2 * s.n_head * s.head_dim_k));
 }
 
 void self_attention(Backend& backend, const AttentionWeights& w, const AttentionShape& s,
@@ -105,7 +105,7 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
     if (w.wv.data != nullptr) {
       backend.matmul(w.wv, x, v, n_tokens);
     } else {
-      std::copy(k, k + n_tokens * k_row, v);
+      backend.copy(v, k, size_t(n_tokens * k_row) * sizeof(float));
     }
   }
   if (!w.bq.empty()) backend.add_bias(q, w.bq.data(), n_tokens, q_row);

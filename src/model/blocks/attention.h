@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/blocks/trace.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -66,9 +67,9 @@ AttentionWeights bind_attention(WeightBinder& binder, int64_t layer, const Atten
 // Scratch of one chunk: q [n, n_head*dk], k [n, n_kv*dk], v [n, n_kv*dv], attn [n, n_head*dv],
 // gate [n, n_head*dv].
 struct AttentionScratch {
-  std::vector<float> q, k, v, attn, gate;
-  std::vector<float> q_full;  // [n, n_head*2*dk] the gated query's projection
-  void reserve(const AttentionShape& shape, int64_t n_batch);
+  BackendArray<float> q, k, v, attn, gate;
+  BackendArray<float> q_full;  // [n, n_head*2*dk] the gated query's projection
+  void reserve(Backend& backend, const AttentionShape& shape, int64_t n_batch);
 };
 
 // out [n_tokens, n_embd] = attention(x [n_tokens, n_embd]): projections for all rows at once,

@@ -46,20 +46,20 @@ DeepSeekMoeWeights bind_deepseek_moe(WeightBinder& binder, int64_t layer, int64_
   return w;
 }
 
-void DeepSeekMoeScratch::reserve(const std::vector<DeepSeekMoeWeights>& layers, int64_t n_embd,
-                                 int64_t n_batch) {
+void DeepSeekMoeScratch::reserve(Backend& backend, const std::vector<DeepSeekMoeWeights>& layers,
+                                 int64_t n_embd, int64_t n_batch) {
   int64_t n_ff = 0;
   bool moe_reserved = false;
   for (const DeepSeekMoeWeights& w : layers) {
     n_ff = std::max(n_ff, w.is_moe ? w.shared.gate.n_rows : w.dense.gate.n_rows);
     if (w.is_moe && !moe_reserved) {
-      moe.reserve(w.routed, n_embd, n_batch);
-      spec.reserve(w.routed, n_embd, n_batch);
+      moe.reserve(backend, w.routed, n_embd, n_batch);
+      spec.reserve(backend, w.routed, n_embd, n_batch);
       moe_reserved = true;
     }
   }
-  ffn.reserve(n_ff, n_batch);
-  shared.resize(size_t(n_batch * n_embd));
+  ffn.reserve(backend, n_ff, n_batch);
+  shared.resize(backend, size_t(n_batch * n_embd));
 }
 
 void deepseek_moe_route(Backend& backend, const DeepSeekMoeWeights& w,

@@ -38,10 +38,11 @@ DeepSeekMoeWeights bind_deepseek_moe(WeightBinder& binder, int64_t layer, int64_
 
 struct DeepSeekMoeScratch {
   MoeScratch moe;
-  FfnScratch ffn;             // the dense layers' and the shared experts' gate/up
-  std::vector<float> shared;  // [n_batch, n_embd] the shared experts' output
-  MoeScratch spec;            // speculation's routing for the next layer
-  void reserve(const std::vector<DeepSeekMoeWeights>& layers, int64_t n_embd, int64_t n_batch);
+  FfnScratch ffn;              // the dense layers' and the shared experts' gate/up
+  BackendArray<float> shared;  // [n_batch, n_embd] the shared experts' output
+  MoeScratch spec;             // speculation's routing for the next layer
+  void reserve(Backend& backend, const std::vector<DeepSeekMoeWeights>& layers, int64_t n_embd,
+               int64_t n_batch);
 };
 
 // In two halves, as moe_route / moe_compute, so the caller can start speculative reads between:

@@ -53,10 +53,10 @@ class DeepSeekMoeDecoder final : public LanguageModel {
 
   const experts::ExpertLayout& expert_layout() const override { return c_.expert_layout; }
 
-  void reserve(int64_t n_batch) override {
-    if (!stream_.grow(n_batch, c_.hp.n_embd)) return;
-    attn_scratch_.reserve(max_shape_, n_batch);
-    ffn_scratch_.reserve(c_.ffn, c_.hp.n_embd, n_batch);
+  void reserve(Backend& backend, int64_t n_batch) override {
+    if (!stream_.grow(backend, n_batch, c_.hp.n_embd)) return;
+    attn_scratch_.reserve(backend, max_shape_, n_batch);
+    ffn_scratch_.reserve(backend, c_.ffn, c_.hp.n_embd, n_batch);
   }
 
   void forward(Backend& backend, const ForwardRequest& request) override {
@@ -85,7 +85,7 @@ class DeepSeekMoeDecoder final : public LanguageModel {
                             eps, request.experts, il, x, stream_.xn.data(), stream_.branch.data(),
                             n, n_embd, ffn_scratch_, trace, c_.ffn_norm_trace);
     }
-    const LogitRows out = logit_rows(request, x, n, n_embd);
+    const LogitRows out = logit_rows(backend, request, x, n, n_embd);
     output_logits(backend, c_.head, out.x, out.n_rows, eps, request.logits, trace);
   }
 

@@ -11,9 +11,9 @@ GluFfnWeights bind_glu_ffn(WeightBinder& binder, int64_t layer, int64_t n_embd, 
   return w;
 }
 
-void FfnScratch::reserve(int64_t n_ff, int64_t n_batch) {
-  gate.resize(size_t(n_ff * n_batch));
-  up.resize(size_t(n_ff * n_batch));
+void FfnScratch::reserve(Backend& backend, int64_t n_ff, int64_t n_batch) {
+  gate.resize(backend, size_t(n_ff * n_batch));
+  up.resize(backend, size_t(n_ff * n_batch));
 }
 
 void glu_ffn(Backend& backend, const GluFfnWeights& w, GluActivation act, int64_t layer,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/blocks/trace.h"
 #include "model/weights.h"
 
@@ -18,8 +19,8 @@ struct GluFfnWeights {
 GluFfnWeights bind_glu_ffn(WeightBinder& binder, int64_t layer, int64_t n_embd, int64_t n_ff);
 
 struct FfnScratch {
-  std::vector<float> gate, up;  // [n_batch, n_ff]
-  void reserve(int64_t n_ff, int64_t n_batch);
+  BackendArray<float> gate, up;  // [n_batch, n_ff]
+  void reserve(Backend& backend, int64_t n_ff, int64_t n_batch);
 };
 
 // out [n_tokens, n_embd] = ffn(x [n_tokens, n_embd]).

@@ -146,14 +146,14 @@ class HybridDecoder final : public LanguageModel {
 
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
 
-  void reserve(int64_t n_batch) override {
-    if (!stream_.grow(n_batch, hp_.n_embd)) return;
-    attn_scratch_.reserve(shape_, n_batch);
+  void reserve(Backend& backend, int64_t n_batch) override {
+    if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
+    attn_scratch_.reserve(backend, shape_, n_batch);
     delta_scratch_.reserve(delta_shape_, n_batch);
     if (options_.moe) {
-      moe_scratch_.reserve(layers_.front().moe, hp_.n_embd, n_batch);
+      moe_scratch_.reserve(backend, layers_.front().moe, hp_.n_embd, n_batch);
     } else {
-      ffn_scratch_.reserve(hp_.n_ff, n_batch);
+      ffn_scratch_.reserve(backend, hp_.n_ff, n_batch);
     }
   }
 
@@ -200,7 +200,7 @@ class HybridDecoder final : public LanguageModel {
       backend.add(x, branch, n * n_embd);
       trace("l_out", il, x, n_embd);
     }
-    const LogitRows out = logit_rows(request, x, n, n_embd);
+    const LogitRows out = logit_rows(backend, request, x, n, n_embd);
     output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
   }
 

@@ -2,7 +2,6 @@
 #include "model/blocks/moe_ffn.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
 #include "quant/dequantize.h"
@@ -47,11 +46,9 @@ std::vector<float> expert_biases(WeightBinder& binder, const std::string& name, 
 }
 
 // Multiplies the m rows of x [m, n] by expert's entry of a per-expert scale table (if any).
-void scale_by_expert(const std::vector<float>& scale, int32_t expert, float* x, int64_t m,
-                     int64_t n) {
-  if (scale.empty()) return;
-  const float s = scale[size_t(expert)];
-  for (int64_t i = 0; i < m * n; ++i) x[i] *= s;
+void scale_by_expert(Backend& backend, const std::vector<float>& scale, int32_t expert, float* x,
+                     int64_t m, int64_t n) {
+  if (!scale.empty()) backend.scale(x, scale[size_t(expert)], m * n);
 }
 
 // An optional [n_expert] float tensor of per-expert scales, read to float32.
@@ -65,19 +62,21 @@ void gate_and_up(Backend& backend, const MoeFfnWeights& w, const experts::Expert
                  int32_t expert, int64_t m, MoeScratch& s) {
   if (!w.fused_gate_up) {
     backend.matmul(ew.part(ExpertPart::kGate), s.x_expert.data(), s.gate.data(), m);
-    scale_by_expert(w.gate_scale, expert, s.gate.data(), m, w.n_ff);
+    scale_by_expert(backend, w.gate_scale, expert, s.gate.data(), m, w.n_ff);
     backend.matmul(ew.part(ExpertPart::kUp), s.x_expert.data(), s.up.data(), m);
-    scale_by_expert(w.up_scale, expert, s.up.data(), m, w.n_ff);
+    scale_by_expert(backend, w.up_scale, expert, s.up.data(), m, w.n_ff);
     return;
   }
   backend.matmul(ew.part(ExpertPart::kGateUp), s.x_expert.data(), s.gate_up.data(), m);
-  scale_by_expert(w.up_scale, expert, s.gate_up.data(), m, 2 * w.n_ff);
-  const size_t half = size_t(w.n_ff) * sizeof(float);
+  scale_by_expert(backend, w.up_scale, expert, s.gate_up.data(), m, 2 * w.n_ff);
+  // Row i of the fused output is rows 2i (gate) and 2i + 1 (up) of n_ff floats.
+  s.halves.resize(size_t(2 * m));
   for (int64_t i = 0; i < m; ++i) {
-    const float* row = s.gate_up.data() + i * 2 * w.n_ff;
-    std::memcpy(s.gate.data() + i * w.n_ff, row, half);
-    std::memcpy(s.up.data() + i * w.n_ff, row + w.n_ff, half);
+    s.halves[size_t(i)] = int32_t(2 * i);
+    s.halves[size_t(m + i)] = int32_t(2 * i + 1);
   }
+  backend.gather_rows(s.gate_up.data(), s.halves.data(), m, w.n_ff, s.gate.data());
+  backend.gather_rows(s.gate_up.data(), s.halves.data() + m, m, w.n_ff, s.up.data());
 }
 
 }  // namespace
@@ -102,24 +101,20 @@ void run_expert(Backend& backend, const MoeFfnWeights& w, const experts::ExpertW
     for (int64_t c = 0; c < k; ++c) {
       if (s.router.selected[size_t(t * k + c)] != expert) continue;
       s.tokens[size_t(m)] = int32_t(t);
-      s.choice[size_t(m)] = int32_t(c);
-      std::memcpy(s.x_expert.data() + m * n_embd, x + t * n_embd, size_t(n_embd) * sizeof(float));
+      s.slots[size_t(m)] = int32_t(t * k + c);
       ++m;
     }
   }
+  backend.gather_rows(x, s.tokens.data(), m, n_embd, s.x_expert.data());
   gate_and_up(backend, w, ew, expert, m, s);
   add_expert_bias(backend, w.up_bias, expert, s.up.data(), m, w.n_ff);
   add_expert_bias(backend, w.gate_bias, expert, s.gate.data(), m, w.n_ff);
   if (w.swiglu_limit > 0.0f) clamp_swiglu(s.gate.data(), s.up.data(), m * w.n_ff, w.swiglu_limit);
   backend.glu(w.act, s.gate.data(), s.up.data(), m, w.n_ff);
   backend.matmul(ew.part(ExpertPart::kDown), s.gate.data(), s.y_expert.data(), m);
-  scale_by_expert(w.down_scale, expert, s.y_expert.data(), m, n_embd);
+  scale_by_expert(backend, w.down_scale, expert, s.y_expert.data(), m, n_embd);
   add_expert_bias(backend, w.down_bias, expert, s.y_expert.data(), m, n_embd);
-  for (int64_t i = 0; i < m; ++i) {
-    float* dst =
-        s.outputs.data() + (int64_t(s.tokens[size_t(i)]) * k + s.choice[size_t(i)]) * n_embd;
-    std::memcpy(dst, s.y_expert.data() + i * n_embd, size_t(n_embd) * sizeof(float));
-  }
+  backend.scatter_rows(s.y_expert.data(), s.slots.data(), m, n_embd, s.outputs.data());
 }
 
 }  // namespace
@@ -164,19 +159,20 @@ void bind_moe_biases(WeightBinder& binder, int64_t layer, int64_t n_embd, MoeFfn
   w.down_bias = expert_biases(binder, layer_tensor(layer, "ffn_down_exps.bias"), n_embd, n_expert);
 }
 
-void MoeScratch::reserve(const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch) {
+void MoeScratch::reserve(Backend& backend, const MoeFfnWeights& w, int64_t n_embd,
+                         int64_t n_batch) {
   const int64_t k = w.config.n_expert_used;
-  router.reserve(w.config, n_batch);
-  x_expert.resize(size_t(n_batch * n_embd));
-  x_normed.resize(size_t(n_batch * n_embd));
-  gate.resize(size_t(n_batch * w.n_ff));
-  up.resize(size_t(n_batch * w.n_ff));
-  if (w.fused_gate_up) gate_up.resize(size_t(n_batch * 2 * w.n_ff));
-  y_expert.resize(size_t(n_batch * n_embd));
-  outputs.resize(size_t(n_batch * k * n_embd));
+  router.reserve(backend, w.config, n_batch);
+  x_expert.resize(backend, size_t(n_batch * n_embd));
+  x_normed.resize(backend, size_t(n_batch * n_embd));
+  gate.resize(backend, size_t(n_batch * w.n_ff));
+  up.resize(backend, size_t(n_batch * w.n_ff));
+  if (w.fused_gate_up) gate_up.resize(backend, size_t(n_batch * 2 * w.n_ff));
+  y_expert.resize(backend, size_t(n_batch * n_embd));
+  outputs.resize(backend, size_t(n_batch * k * n_embd));
   experts.reserve(size_t(n_batch * k));
   tokens.resize(size_t(n_batch));
-  choice.resize(size_t(n_batch));
+  slots.resize(size_t(n_batch));
 }
 
 void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
@@ -218,18 +214,7 @@ void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource
   }
 
   // llama.cpp: each output times its weight, then summed choice 0, 1, 2 … in that order.
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    float* dst = out + t * n_embd;
-    for (int64_t c = 0; c < k; ++c) {
-      const float weight = s.router.weights[size_t(t * k + c)];
-      const float* y = s.outputs.data() + (t * k + c) * n_embd;
-      if (c == 0) {
-        for (int64_t i = 0; i < n_embd; ++i) dst[i] = y[i] * weight;
-      } else {
-        for (int64_t i = 0; i < n_embd; ++i) dst[i] += y[i] * weight;
-      }
-    }
-  }
+  backend.weighted_sum(s.outputs.data(), s.router.weights.data(), n_tokens, k, n_embd, out);
   trace("ffn_moe_out", layer, out, n_embd);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "experts/expert_layout.h"
 #include "experts/expert_source.h"
 #include "model/blocks/router.h"
@@ -50,19 +51,21 @@ MoeFfnWeights bind_moe_ffn(WeightBinder& binder, int64_t layer, int64_t n_embd, 
 // blk.<layer>.ffn_gate_inp.bias [n_expert] and ffn_{gate,up,down}_exps.bias [n, n_expert].
 void bind_moe_biases(WeightBinder& binder, int64_t layer, int64_t n_embd, MoeFfnWeights& w);
 
+// Activations in the backend's memory; the routing's lists on the host.
 struct MoeScratch {
   RouterScratch router;
-  std::vector<float> x_expert;   // [n_batch, n_embd] inputs gathered for one expert
-  std::vector<float> x_normed;   // [n_batch, n_embd] speculation's input
-  std::vector<float> gate, up;   // [n_batch, n_ff]
-  std::vector<float> gate_up;    // [n_batch, 2 n_ff] a fused stack's output
-  std::vector<float> y_expert;   // [n_batch, n_embd] one expert's outputs
-  std::vector<float> outputs;    // [n_batch, n_expert_used, n_embd] per token and choice
+  BackendArray<float> x_expert;  // [n_batch, n_embd] inputs gathered for one expert
+  BackendArray<float> x_normed;  // [n_batch, n_embd] speculation's input
+  BackendArray<float> gate, up;  // [n_batch, n_ff]
+  BackendArray<float> gate_up;   // [n_batch, 2 n_ff] a fused stack's output
+  BackendArray<float> y_expert;  // [n_batch, n_embd] one expert's outputs
+  BackendArray<float> outputs;   // [n_batch, n_expert_used, n_embd] per token and choice
   std::vector<int32_t> experts;  // [n_batch * n_expert_used] distinct chosen experts
   size_t window = 0;             // how many of them the current acquire pinned
   std::vector<int32_t> tokens;   // [n_batch] tokens routed to one expert
-  std::vector<int32_t> choice;   // [n_batch] which of the token's choices that expert is
-  void reserve(const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch);
+  std::vector<int32_t> slots;    // [n_batch] their rows of `outputs` (token * k + choice)
+  std::vector<int32_t> halves;  // [2 n_batch] 0, 2, 4 … then 1, 3, 5 …: a fused output's halves
+  void reserve(Backend& backend, const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch);
 };
 
 // The block in two halves, so a caller can start speculative reads for the next layer after

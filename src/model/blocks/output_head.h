@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/blocks/trace.h"
 #include "model/language_model.h"
 #include "model/weights.h"
@@ -28,9 +29,22 @@ struct LogitRows {
   float* x;
   int64_t n_rows;
 };
-LogitRows logit_rows(const ForwardRequest& request, float* x, int64_t n_tokens, int64_t n_embd);
+LogitRows logit_rows(Backend& backend, const ForwardRequest& request, float* x, int64_t n_tokens,
+                     int64_t n_embd);
 
-// logits [n_rows, n_vocab] from x [n_rows, n_embd] (x is normed in place).
+// What becomes of the logits after the projection (Gemma's final scale and soft-cap).
+struct LogitsFinish {
+  float scale = 1.0f;    // 1: none
+  float softcap = 0.0f;  // 0: none
+};
+
+// logits [n_rows, n_vocab] (host memory) from x [n_rows, n_embd] (x is normed in place). On a
+// backend whose memory is not the host's they are computed in `scratch` (grown as needed) and
+// downloaded — the forward's one read back.
+void output_logits(Backend& backend, const OutputHead& head, float* x, int64_t n_rows, float eps,
+                   float* logits, BackendArray<float>& scratch, const Trace& trace,
+                   const LogitsFinish& finish = {});
+// The same for host-memory backends only (architectures whose forward runs on the CPU).
 void output_logits(Backend& backend, const OutputHead& head, float* x, int64_t n_rows, float eps,
                    float* logits, const Trace& trace);
 

@@ -92,6 +92,7 @@ class PreNormDecoder final : public LanguageModel {
   }
 
   const ModelSummary& summary() const override { return summary_; }
+  bool runs_on_device() const override { return true; }
 
   std::vector<KvLayerSpec> kv_layout() const override {
     return std::vector<KvLayerSpec>(size_t(hp_.n_layer),
@@ -100,14 +101,14 @@ class PreNormDecoder final : public LanguageModel {
 
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
 
-  void reserve(int64_t n_batch) override {
-    if (!stream_.grow(n_batch, hp_.n_embd)) return;
-    attn_scratch_.reserve(shape_, n_batch);
-    ffn_scratch_.reserve(hp_.n_ff, n_batch);
+  void reserve(Backend& backend, int64_t n_batch) override {
+    if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
+    attn_scratch_.reserve(backend, shape_, n_batch);
+    ffn_scratch_.reserve(backend, hp_.n_ff, n_batch);
     for (const Layer& layer : layers_) {
       if (!layer.is_moe) continue;
-      moe_scratch_.reserve(layer.moe, hp_.n_embd, n_batch);
-      spec_scratch_.reserve(layer.moe, hp_.n_embd, n_batch);
+      moe_scratch_.reserve(backend, layer.moe, hp_.n_embd, n_batch);
+      spec_scratch_.reserve(backend, layer.moe, hp_.n_embd, n_batch);
       break;
     }
   }
@@ -115,9 +116,9 @@ class PreNormDecoder final : public LanguageModel {
   void forward(Backend& backend, const ForwardRequest& request) override {
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
-    const Trace trace{request.observer, n};
+    const Trace trace{request.observer, n, &backend};
     float* x = stream_.x.data();
-    backend.get_rows(token_embd_, request.tokens.data(), n, x);
+    backend.get_rows(token_embd_, stream_.token_ids(backend, request.tokens), n, x);
     trace("inp_embd", -1, x, n_embd);
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const Layer& layer = layers_[size_t(il)];
@@ -148,8 +149,9 @@ class PreNormDecoder final : public LanguageModel {
       backend.add(x, stream_.branch.data(), n * n_embd);
       trace("l_out", il, x, n_embd);
     }
-    const LogitRows out = logit_rows(request, x, n, n_embd);
-    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
+    const LogitRows out = logit_rows(backend, request, x, n, n_embd);
+    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, stream_.logits,
+                  trace);
   }
 
  private:

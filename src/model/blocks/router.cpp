@@ -64,7 +64,8 @@ void weigh(const float* probs, const RouterConfig& c, const int32_t* chosen, flo
 
 }  // namespace
 
-void RouterScratch::reserve(const RouterConfig& c, int64_t n_batch) {
+void RouterScratch::reserve(Backend& backend, const RouterConfig& c, int64_t n_batch) {
+  logits.resize(backend, size_t(n_batch * c.n_expert));
   probs.resize(size_t(n_batch * c.n_expert));
   selection.resize(size_t(c.n_expert));
   order.reserve(size_t(c.n_expert));
@@ -75,16 +76,19 @@ void RouterScratch::reserve(const RouterConfig& c, int64_t n_batch) {
 
 void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& c, int64_t layer,
                   const float* x, int64_t n_tokens, RouterScratch& s, const Trace& trace) {
-  float* probs = s.probs.data();
-  backend.matmul(w.gate, x, probs, n_tokens);
-  trace("ffn_moe_logits", layer, probs, c.n_expert);
+  float* logits = s.logits.data();
+  backend.matmul(w.gate, x, logits, n_tokens);
+  trace("ffn_moe_logits", layer, logits, c.n_expert);
   if (!w.gate_bias.empty()) {
-    backend.add_bias(probs, w.gate_bias.data(), n_tokens, c.n_expert);
-    trace("ffn_moe_logits_biased", layer, probs, c.n_expert);
+    backend.add_bias(logits, w.gate_bias.data(), n_tokens, c.n_expert);
+    trace("ffn_moe_logits_biased", layer, logits, c.n_expert);
   }
-  if (c.gating == ExpertGating::kSoftmax) {
-    backend.softmax_rows(probs, n_tokens, c.n_expert);
-  } else if (c.gating == ExpertGating::kSigmoid) {
+  if (c.gating == ExpertGating::kSoftmax) backend.softmax_rows(logits, n_tokens, c.n_expert);
+  float* probs = s.probs.data();
+  backend.download(probs, logits, size_t(n_tokens * c.n_expert) * sizeof(float));
+  Trace host_trace = trace;
+  host_trace.backend = nullptr;
+  if (c.gating == ExpertGating::kSigmoid) {
     for (int64_t i = 0; i < n_tokens * c.n_expert; ++i)
       probs[i] = 1.0f / (1.0f + std::exp(-probs[i]));
   } else if (c.gating == ExpertGating::kSqrtSoftplus) {
@@ -94,7 +98,7 @@ void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& 
       probs[i] = std::sqrt(x > 20.0f ? x : std::log(1.0f + std::exp(x)));
     }
   }
-  trace("ffn_moe_probs", layer, probs, c.n_expert);
+  host_trace("ffn_moe_probs", layer, probs, c.n_expert);
 
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* token_probs = probs + t * c.n_expert;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/blocks/trace.h"
 
 namespace sluice::model {
@@ -38,7 +39,8 @@ struct RouterWeights {
 };
 
 struct RouterScratch {
-  std::vector<float> probs;         // [n_batch, n_expert] logits, then probabilities
+  BackendArray<float> logits;       // [n_batch, n_expert] the gate's output (backend memory)
+  std::vector<float> probs;         // [n_batch, n_expert] probabilities, on the host
   std::vector<float> selection;     // [n_expert] one token's selection scores
   std::vector<int32_t> order;       // [n_expert] sort buffer
   std::vector<float> group_scores;  // [n_group]
@@ -47,10 +49,12 @@ struct RouterScratch {
   // [n_tokens, n_expert_used] experts chosen by the caller (DeepSeek V4's hash-routed layers pick
   // them from the token ids); the probabilities still weigh them. nullptr: the router selects.
   const int32_t* given = nullptr;
-  void reserve(const RouterConfig& config, int64_t n_batch);
+  void reserve(Backend& backend, const RouterConfig& config, int64_t n_batch);
 };
 
-// Routes x [n_tokens, n_embd]: fills scratch.selected and scratch.weights.
+// Routes x [n_tokens, n_embd]: fills scratch.selected and scratch.weights. The gate's product (and
+// its bias and softmax) run on the backend; the probabilities are read back and the selection
+// is made on the host.
 void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& config,
                   int64_t layer, const float* x, int64_t n_tokens, RouterScratch& scratch,
                   const Trace& trace);

@@ -58,6 +58,7 @@ class SandwichDecoder final : public LanguageModel {
   }
 
   const ModelSummary& summary() const override { return summary_; }
+  bool runs_on_device() const override { return true; }
 
   std::vector<KvLayerSpec> kv_layout() const override {
     std::vector<KvLayerSpec> specs;
@@ -67,19 +68,19 @@ class SandwichDecoder final : public LanguageModel {
     return specs;
   }
 
-  void reserve(int64_t n_batch) override {
-    if (!stream_.grow(n_batch, c_.hp.n_embd)) return;
-    attn_scratch_.reserve(shape_, n_batch);
-    ffn_scratch_.reserve(c_.hp.n_ff, n_batch);
+  void reserve(Backend& backend, int64_t n_batch) override {
+    if (!stream_.grow(backend, n_batch, c_.hp.n_embd)) return;
+    attn_scratch_.reserve(backend, shape_, n_batch);
+    ffn_scratch_.reserve(backend, c_.hp.n_ff, n_batch);
   }
 
   void forward(Backend& backend, const ForwardRequest& request) override {
     const DecoderHParams& hp = c_.hp;
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp.n_embd;
-    const Trace trace{request.observer, n};
+    const Trace trace{request.observer, n, &backend};
     float* x = stream_.x.data();
-    backend.get_rows(token_embd_, request.tokens.data(), n, x);
+    backend.get_rows(token_embd_, stream_.token_ids(backend, request.tokens), n, x);
     if (c_.embd_scale != 1.0f) backend.scale(x, c_.embd_scale, n * n_embd);
     if (c_.embd_norm) backend.rms_norm(x, nullptr, x, n, n_embd, hp.rms_eps);
     trace("inp_embd", -1, x, n_embd);
@@ -101,11 +102,9 @@ class SandwichDecoder final : public LanguageModel {
       backend.add(x, stream_.branch.data(), n * n_embd);
       trace("l_out", il, x, n_embd);
     }
-    const LogitRows out = logit_rows(request, x, n, n_embd);
-    output_logits(backend, head_, out.x, out.n_rows, hp.rms_eps, request.logits, trace);
-    const int64_t n_logits = out.n_rows * hp.n_vocab;
-    if (c_.logit_scale != 1.0f) backend.scale(request.logits, c_.logit_scale, n_logits);
-    if (c_.final_softcap > 0.0f) backend.softcap(request.logits, c_.final_softcap, n_logits);
+    const LogitRows out = logit_rows(backend, request, x, n, n_embd);
+    output_logits(backend, head_, out.x, out.n_rows, hp.rms_eps, request.logits, stream_.logits,
+                  trace, {c_.logit_scale, c_.final_softcap});
   }
 
  private:

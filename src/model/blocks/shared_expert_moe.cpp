@@ -20,11 +20,11 @@ SharedExpertMoeWeights bind_shared_expert_moe(WeightBinder& binder, int64_t laye
   return w;
 }
 
-void SharedExpertMoeScratch::reserve(const SharedExpertMoeWeights& w, int64_t n_embd,
-                                     int64_t n_batch) {
-  moe.reserve(w.routed, n_embd, n_batch);
-  spec.reserve(w.routed, n_embd, n_batch);
-  ffn.reserve(w.shared.gate.n_rows, n_batch);
+void SharedExpertMoeScratch::reserve(Backend& backend, const SharedExpertMoeWeights& w,
+                                     int64_t n_embd, int64_t n_batch) {
+  moe.reserve(backend, w.routed, n_embd, n_batch);
+  spec.reserve(backend, w.routed, n_embd, n_batch);
+  ffn.reserve(backend, w.shared.gate.n_rows, n_batch);
   shared.resize(size_t(n_batch * n_embd));
   gate.resize(size_t(n_batch));
 }

@@ -35,7 +35,7 @@ struct SharedExpertMoeScratch {
   FfnScratch ffn;             // the shared expert's gate / up
   std::vector<float> shared;  // [n_batch, n_embd] its output
   std::vector<float> gate;    // [n_batch] its per-token gate
-  void reserve(const SharedExpertMoeWeights& w, int64_t n_embd, int64_t n_batch);
+  void reserve(Backend& backend, const SharedExpertMoeWeights& w, int64_t n_embd, int64_t n_batch);
 };
 
 // In two halves, as moe_route / moe_compute, so the caller can start speculative reads between

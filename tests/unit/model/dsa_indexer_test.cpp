@@ -51,7 +51,7 @@ TEST_P(DsaSelection, MatchesReferenceTopK) {
   s.top_k = 6;
   const int64_t n_ctx = 64, n_batch = 20;
   cpu::CpuBackend backend(nullptr);
-  KvCache cache({s.kv_spec()}, n_ctx, n_batch, GetParam());
+  KvCache cache({s.kv_spec()}, n_ctx, n_batch, GetParam(), backend);
   const KvLayerView kv = cache.layer(0);
   const std::vector<float> all_keys = random_floats(rng, size_t(n_ctx * s.head_dim));
   for (int64_t p = 0; p < n_ctx; ++p) {
@@ -116,7 +116,7 @@ TEST_P(SelectedAttention, MatchesMaskedSoftmaxReference) {
   const int64_t n_head = 4, dk = 24, dv = 16, top_k = 5, pos0 = 4, n_tokens = 12;
   const int64_t n_ctx = 32;
   cpu::CpuBackend backend(nullptr);
-  KvCache cache({{1, dk, dv, 0}}, n_ctx, n_tokens, GetParam());
+  KvCache cache({{1, dk, dv, 0}}, n_ctx, n_tokens, GetParam(), backend);
   const KvLayerView kv = cache.layer(0);
   const int64_t n_pos = pos0 + n_tokens;
   const std::vector<float> k = random_floats(rng, size_t(n_pos * dk));

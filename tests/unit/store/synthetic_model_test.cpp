@@ -1,6 +1,7 @@
 // The synthetic-model generator through the public API: tiny-moe is a valid qwen3moe GGUF (keys,
 // tensor names, shapes, types), its vocabulary loads, its values are finite with the intended
-// spread, the same seed gives the same bytes, and bad names are errors that name them.
+// spread, the same seed gives the same bytes, and bad names are errors that name them; tiny-llama
+// is a valid llama GGUF, and the llama-3.1-8b plan (not written) has that model's size.
 #include "sluice/synthetic_model.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,8 @@
 #include "quant/dequantize.h"
 #include "sluice/error.h"
 #include "sluice/tokenizer.h"
+#include "store/synthetic_geometry.h"
+#include "store/synthetic_plan.h"
 
 namespace sluice {
 namespace {
@@ -244,6 +247,76 @@ TEST_F(SyntheticModel, HashRoutingTableHoldsValidDistinctExperts) {
     for (int count : seen_total) EXPECT_GT(count, 0) << name << ": an expert no token uses";
   }
   EXPECT_EQ(model.find_tensor("blk.2.ffn_gate_tid2eid.weight"), nullptr);  // score-routed
+}
+
+// The dense llama layout: exactly the tensors and keys llama.cpp's converter writes for
+// LLM_ARCH_LLAMA, Q4_K by default, with the FFN width apart from every other dimension.
+TEST_F(SyntheticModel, TinyLlamaIsALlamaFile) {
+  SyntheticModelOptions options;
+  options.geometry = "tiny-llama";
+  const std::string path = (dir_ / "llama.gguf").string();
+  const SyntheticModelSummary summary = write_synthetic_model(path, options);
+  EXPECT_EQ(summary.architecture, "llama");
+  EXPECT_EQ(summary.type, "Q4_K");
+  const ModelFile model = read_model_file(path);
+  EXPECT_EQ(model.get_string("general.architecture"), "llama");
+  EXPECT_EQ(model.get_u32("llama.block_count"), 3u);
+  EXPECT_EQ(model.get_u32("llama.embedding_length"), 256u);
+  EXPECT_EQ(model.get_u32("llama.feed_forward_length"), 768u);
+  EXPECT_EQ(model.get_u32("llama.attention.head_count"), 4u);
+  EXPECT_EQ(model.get_u32("llama.attention.head_count_kv"), 2u);
+  EXPECT_EQ(model.get_u32("llama.attention.key_length"), 64u);
+  EXPECT_EQ(model.get_u32("llama.attention.value_length"), 64u);
+  EXPECT_EQ(model.get_u32("llama.rope.dimension_count"), 64u);
+  EXPECT_EQ(model.get_f32("llama.rope.freq_base"), 500000.0f);
+  EXPECT_EQ(model.get_f32("llama.attention.layer_norm_rms_epsilon"), 1e-5f);
+  ASSERT_EQ(model.tensors().size(), 3u + 3 * 9);
+  auto expect = [&](const std::string& name, QType type, std::vector<uint64_t> shape) {
+    const TensorInfo& tensor = model.tensor(name);
+    EXPECT_EQ(tensor.type, type) << name;
+    EXPECT_EQ(std::vector<uint64_t>(tensor.shape().begin(), tensor.shape().end()), shape) << name;
+  };
+  expect("token_embd.weight", QType::Q4_K, {256, 512});
+  expect("output_norm.weight", QType::F32, {256});
+  expect("output.weight", QType::Q4_K, {256, 512});
+  for (int layer : {0, 2}) {
+    const std::string blk = "blk." + std::to_string(layer) + ".";
+    expect(blk + "attn_norm.weight", QType::F32, {256});
+    expect(blk + "attn_q.weight", QType::Q4_K, {256, 256});
+    expect(blk + "attn_k.weight", QType::Q4_K, {256, 128});
+    expect(blk + "attn_v.weight", QType::Q4_K, {256, 128});
+    expect(blk + "attn_output.weight", QType::Q4_K, {256, 256});
+    expect(blk + "ffn_norm.weight", QType::F32, {256});
+    expect(blk + "ffn_gate.weight", QType::Q4_K, {256, 768});
+    expect(blk + "ffn_up.weight", QType::Q4_K, {256, 768});
+    expect(blk + "ffn_down.weight", QType::Q4_K, {768, 256});
+  }
+}
+
+// The 8B row without writing 4.5 GB: the plan has Llama 3.1 8B's 8.03 billion parameters
+// (hidden 4096, 32 layers, FFN 14336, 8 KV heads of 128, vocab 128256) at 4.5 bits each.
+TEST(SyntheticLlama8b, PlanHasTheParameterCountOfLlama31_8b) {
+  const SyntheticGeometry& g = find_synthetic_geometry("llama-3.1-8b");
+  TensorPlan plan;
+  ArchKeys keys(g.architecture);
+  synthetic_planner(g.architecture)({g, g.n_layer, {g.type, g.expert_type}}, plan, keys);
+  ASSERT_EQ(plan.tensors().size(), 3u + 32 * 9);
+  uint64_t parameters = 0, bytes = 0;
+  for (const PlannedTensor& tensor : plan.tensors()) {
+    parameters += tensor.n_elements;
+    bytes += tensor.n_bytes;
+    if (tensor.shape.size() == 2) {
+      EXPECT_EQ(tensor.type, QType::Q4_K) << tensor.name;
+    }
+  }
+  EXPECT_EQ(parameters, 8030261248ull);  // Meta's count for Llama 3.1 8B
+  // Q4_K: 144 bytes per 256 values; the norms are F32.
+  const uint64_t norm_values = 4096ull * (1 + 2 * 32);
+  EXPECT_EQ(bytes, (parameters - norm_values) / 256 * 144 + norm_values * 4);
+  EXPECT_EQ(plan.tensors()[0].name, "token_embd.weight");
+  EXPECT_EQ(plan.tensors()[0].shape, (std::vector<uint64_t>{4096, 128256}));
+  EXPECT_EQ(plan.tensors().back().name, "blk.31.ffn_down.weight");
+  EXPECT_EQ(plan.tensors().back().shape, (std::vector<uint64_t>{14336, 4096}));
 }
 
 TEST_F(SyntheticModel, BadNamesAreErrorsThatNameThem) {

@@ -1,0 +1,125 @@
+// DeviceExpertSlots: LRU slots in device memory over a host expert source.
+#include "experts/device_expert_slots.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace sluice::experts {
+namespace {
+
+constexpr uint64_t kPartAlign = 256;  // what the wide loads of the matmul kernels need, and more
+
+uint64_t aligned(uint64_t bytes) {
+  return (bytes + kPartAlign - 1) / kPartAlign * kPartAlign;
+}
+
+}  // namespace
+
+uint64_t DeviceExpertSlots::slot_bytes(const ExpertLayout& layout) {
+  uint64_t largest = 0;
+  for (const ExpertLayerLayout& l : layout.layers) {
+    uint64_t bytes = 0;
+    for (const ExpertTensor& part : l.parts) bytes += aligned(part.expert_bytes);
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+DeviceExpertSlots::DeviceExpertSlots(std::unique_ptr<ExpertSource> host, const ExpertLayout& layout,
+                                     Backend& backend, int64_t n_slots)
+    : host_(std::move(host)), layout_(layout), backend_(backend), slot_bytes_(slot_bytes(layout)) {
+  if (n_slots < 1) fail("device expert slots: at least one slot is needed, got ", n_slots);
+  arena_.resize(backend, size_t(n_slots) * slot_bytes_);
+  owner_.assign(size_t(n_slots), -1);
+  last_use_.assign(size_t(n_slots), 0);
+  pinned_.assign(size_t(n_slots), 0);
+}
+
+ExpertWeights DeviceExpertSlots::views(int64_t layer, int64_t slot) const {
+  const ExpertLayerLayout& l = layout_.layers[size_t(layer)];
+  const uint8_t* at = arena_.data() + uint64_t(slot) * slot_bytes_;
+  ExpertWeights weights;
+  for (size_t p = 0; p < kExpertParts; ++p) {
+    const ExpertTensor& part = l.parts[p];
+    if (!part.present()) continue;
+    weights.parts[p] = MatrixView{part.type, at, part.n_cols, part.n_rows};
+    at += aligned(part.expert_bytes);
+  }
+  return weights;
+}
+
+void DeviceExpertSlots::acquire(int64_t layer, std::span<const int32_t> ids) {
+  ++tick_;
+  host_ids_.clear();
+  for (int32_t id : ids) {
+    const auto found = slot_.find(key(layer, id));
+    if (found == slot_.end()) {
+      host_ids_.push_back(id);
+      continue;
+    }
+    pinned_[size_t(found->second)] = 1;
+    last_use_[size_t(found->second)] = tick_;
+    ++counters_.hits;
+  }
+  if (!host_ids_.empty()) host_->acquire(layer, host_ids_);
+}
+
+bool DeviceExpertSlots::ready(int64_t layer, int32_t id) {
+  return slot_.count(key(layer, id)) != 0 || host_->ready(layer, id);
+}
+
+// The least recently used slot this acquire has not pinned (empty slots have tick 0).
+int64_t DeviceExpertSlots::victim() const {
+  int64_t best = -1;
+  for (size_t s = 0; s < owner_.size(); ++s) {
+    if (pinned_[s]) continue;
+    if (best < 0 || last_use_[s] < last_use_[size_t(best)]) best = int64_t(s);
+  }
+  if (best < 0) fail("device expert slots: all ", owner_.size(), " slots are pinned");
+  return best;
+}
+
+ExpertWeights DeviceExpertSlots::wait(int64_t layer, int32_t id) {
+  if (const auto found = slot_.find(key(layer, id)); found != slot_.end()) {
+    return views(layer, found->second);
+  }
+  const ExpertWeights host = host_->wait(layer, id);
+  const int64_t slot = victim();
+  if (owner_[size_t(slot)] >= 0) slot_.erase(uint64_t(owner_[size_t(slot)]));
+  owner_[size_t(slot)] = int64_t(key(layer, id));
+  slot_[key(layer, id)] = slot;
+  pinned_[size_t(slot)] = 1;
+  last_use_[size_t(slot)] = tick_;
+  const ExpertLayerLayout& l = layout_.layers[size_t(layer)];
+  uint8_t* at = arena_.data() + uint64_t(slot) * slot_bytes_;
+  for (size_t p = 0; p < kExpertParts; ++p) {
+    const ExpertTensor& part = l.parts[p];
+    if (!part.present()) continue;
+    backend_.upload(at, host.parts[p].data, part.expert_bytes);
+    counters_.bytes_copied += part.expert_bytes;
+    at += aligned(part.expert_bytes);
+  }
+  ++counters_.misses;
+  return views(layer, slot);
+}
+
+void DeviceExpertSlots::release(int64_t layer) {
+  std::fill(pinned_.begin(), pinned_.end(), uint8_t{0});
+  if (!host_ids_.empty()) host_->release(layer);
+  host_ids_.clear();
+}
+
+void DeviceExpertSlots::prefetch(int64_t layer, std::span<const int32_t> ids) {
+  std::vector<int32_t> wanted;
+  for (int32_t id : ids) {
+    if (slot_.count(key(layer, id)) == 0) wanted.push_back(id);
+  }
+  if (!wanted.empty()) host_->prefetch(layer, wanted);
+}
+
+size_t DeviceExpertSlots::max_acquire() const {
+  return std::min(host_->max_acquire(), owner_.size());
+}
+
+}  // namespace sluice::experts

@@ -1,0 +1,69 @@
+// DeviceExpertSlots: the GPU tier of the routed experts. A fixed number of slots in a backend's
+// memory (the device's), each holding one expert's parts, in front of a host ExpertSource — the
+// streaming cache (host slots fed from NVMe) or the mapped file. An expert already in a slot is
+// a device hit and costs nothing; a miss waits for the host source, copies the expert's bytes
+// into the least recently used slot not pinned by this acquire, and hands out views of the copy.
+// The bytes are copied as they are, so logits do not depend on the number of slots. Knows no
+// architecture; the host source's counters stay its own, the device's are kept here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend_array.h"
+#include "experts/expert_source.h"
+
+namespace sluice::experts {
+
+struct DeviceSlotCounters {
+  uint64_t hits = 0;          // acquired experts already in a device slot
+  uint64_t misses = 0;        // acquired experts copied in from the host tier
+  uint64_t bytes_copied = 0;  // host → device
+};
+
+class DeviceExpertSlots final : public ExpertSource {
+ public:
+  // n_slots >= 1 slots of the layout's largest expert (each part 256-byte aligned).
+  DeviceExpertSlots(std::unique_ptr<ExpertSource> host, const ExpertLayout& layout,
+                    Backend& backend, int64_t n_slots);
+
+  // Bytes one slot takes for this layout.
+  static uint64_t slot_bytes(const ExpertLayout& layout);
+
+  void acquire(int64_t layer, std::span<const int32_t> ids) override;
+  bool ready(int64_t layer, int32_t id) override;
+  ExpertWeights wait(int64_t layer, int32_t id) override;
+  void release(int64_t layer) override;
+  void prefetch(int64_t layer, std::span<const int32_t> ids) override;
+  size_t max_acquire() const override;
+  bool wants_prefetch() const override { return host_->wants_prefetch(); }
+  void end_step() override { host_->end_step(); }
+  const ExpertStats& stats() const override { return host_->stats(); }
+
+  const ExpertSource& host() const { return *host_; }
+  const DeviceSlotCounters& device_counters() const { return counters_; }
+  int64_t n_slots() const { return int64_t(owner_.size()); }
+
+ private:
+  static uint64_t key(int64_t layer, int32_t id) { return (uint64_t(layer) << 32) | uint32_t(id); }
+  ExpertWeights views(int64_t layer, int64_t slot) const;
+  int64_t victim() const;
+
+  std::unique_ptr<ExpertSource> host_;
+  const ExpertLayout& layout_;
+  Backend& backend_;
+  uint64_t slot_bytes_ = 0;
+  BackendArray<uint8_t> arena_;                 // [n_slots, slot_bytes_]
+  std::unordered_map<uint64_t, int64_t> slot_;  // (layer, expert) → slot
+  std::vector<int64_t> owner_;                  // [n_slots] key held, -1: empty
+  std::vector<uint64_t> last_use_;              // [n_slots] tick of the last acquire
+  std::vector<uint8_t> pinned_;                 // [n_slots] by the current acquire
+  std::vector<int32_t> host_ids_;               // the current acquire's device misses
+  uint64_t tick_ = 0;
+  DeviceSlotCounters counters_;
+};
+
+}  // namespace sluice::experts

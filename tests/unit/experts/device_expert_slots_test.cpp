@@ -1,0 +1,114 @@
+// The device tier of the routed experts, with the CPU backend's memory standing in for the
+// device's (the tier only allocates and uploads through the Backend interface): every view
+// holds the expert's own bytes, hits cost no copy, the least recently used unpinned slot is the
+// one replaced, and an acquire never loses an expert it pinned.
+#include "experts/device_expert_slots.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "experts/resident_experts.h"
+
+namespace sluice::experts {
+namespace {
+
+constexpr int64_t kExperts = 6;
+constexpr uint64_t kGateBytes = 1000;  // not a multiple of the slots' 256-byte part alignment
+constexpr uint64_t kDownBytes = 600;
+
+// Layer l, expert e: gate bytes 40 * l + e, down bytes 40 * l + e + 20, back to back per layer.
+class DeviceSlotsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (std::filesystem::path(::testing::TempDir()) /
+             ("sluice_device_slots_" + std::to_string(::getpid()) + ".bin"))
+                .string();
+    std::ofstream out(path_, std::ios::binary);
+    for (int l = 0; l < 2; ++l) {
+      for (uint64_t bytes : {kGateBytes, kDownBytes}) {
+        for (int e = 0; e < kExperts; ++e) {
+          const char value = char(40 * l + e + (bytes == kDownBytes ? 20 : 0));
+          const std::vector<char> data(bytes, value);
+          out.write(data.data(), std::streamsize(data.size()));
+        }
+      }
+    }
+    out.close();
+    layout_.files.push_back(std::make_shared<File>(File::open(path_)));
+    layout_.n_expert_used = 2;
+    layout_.layers.resize(2);
+    uint64_t offset = 0;
+    for (int l = 0; l < 2; ++l) {
+      layout_.layers[size_t(l)].n_expert = kExperts;
+      for (ExpertPart p : {ExpertPart::kGate, ExpertPart::kDown}) {
+        ExpertTensor& t = layout_.layers[size_t(l)].parts[size_t(p)];
+        const uint64_t bytes = p == ExpertPart::kGate ? kGateBytes : kDownBytes;
+        t.name = "blk." + std::to_string(l) + "." + expert_part_name(p);
+        t.type = QType::Q8_0;
+        t.n_cols = 32;
+        t.n_rows = 1;
+        t.offset = offset;
+        t.expert_stride = t.expert_bytes = bytes;
+        offset += bytes * kExperts;
+      }
+    }
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  // Acquires `ids` of `layer` as one token's choice and checks every byte of their views.
+  void use(DeviceExpertSlots& slots, int64_t layer, std::vector<int32_t> ids) {
+    slots.acquire(layer, ids);
+    for (int32_t id : ids) {
+      const ExpertWeights w = slots.wait(layer, id);
+      const auto* gate = static_cast<const char*>(w.part(ExpertPart::kGate).data);
+      const auto* down = static_cast<const char*>(w.part(ExpertPart::kDown).data);
+      ASSERT_EQ(down - gate, 1024);  // the gate's 1000 bytes rounded up to 256
+      for (uint64_t i = 0; i < kGateBytes; ++i) ASSERT_EQ(gate[i], char(40 * layer + id));
+      for (uint64_t i = 0; i < kDownBytes; ++i) ASSERT_EQ(down[i], char(40 * layer + id + 20));
+    }
+    slots.release(layer);
+  }
+
+  std::string path_;
+  ExpertLayout layout_;
+  cpu::CpuBackend device_{nullptr};
+};
+
+TEST_F(DeviceSlotsTest, CopiesMissesKeepsHitsAndReplacesTheLeastRecentlyUsed) {
+  EXPECT_EQ(DeviceExpertSlots::slot_bytes(layout_), 1024u + 768u);
+  DeviceExpertSlots slots(std::make_unique<ResidentExperts>(layout_), layout_, device_, 3);
+  use(slots, 0, {1, 2});
+  use(slots, 1, {1});  // same id, other layer: its own slot
+  EXPECT_EQ(slots.device_counters().misses, 3u);
+  EXPECT_EQ(slots.device_counters().bytes_copied, 3 * (kGateBytes + kDownBytes));
+  use(slots, 0, {2, 1});
+  EXPECT_EQ(slots.device_counters().hits, 2u);
+  use(slots, 0, {4});  // full: replaces layer 1's expert 1, the least recently used
+  use(slots, 0, {1, 2});
+  EXPECT_EQ(slots.device_counters().hits, 4u);
+  use(slots, 1, {1});
+  EXPECT_EQ(slots.device_counters().misses, 5u);
+  EXPECT_EQ(slots.host().stats().total.hits + slots.host().stats().last_step.hits, 5u);
+}
+
+TEST_F(DeviceSlotsTest, AnAcquireKeepsWhatItPinnedAndIsBoundedByTheSlots) {
+  DeviceExpertSlots slots(std::make_unique<ResidentExperts>(layout_), layout_, device_, 2);
+  EXPECT_EQ(slots.max_acquire(), 2u);
+  use(slots, 0, {0, 1});
+  use(slots, 0, {1, 3});  // 1 pinned as a hit: 3 must replace 0, not 1
+  use(slots, 0, {1, 3});
+  EXPECT_EQ(slots.device_counters().misses, 3u);
+  EXPECT_EQ(slots.device_counters().hits, 3u);
+  EXPECT_THROW(DeviceExpertSlots(std::make_unique<ResidentExperts>(layout_), layout_, device_, 0),
+               Error);
+}
+
+}  // namespace
+}  // namespace sluice::experts
