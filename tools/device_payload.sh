@@ -5,10 +5,13 @@
 # ../shared/testdata/llamacpp-tiny, the real test models of .cache/models, and any extra files
 # named after the build dir (e.g. a llama.cpp CUDA llama-bench). docs/DEVICE.md says how the parts
 # travel and are put together there.
-#   tools/device_payload.sh BUILD_DIR [EXTRA_FILE…]   → BUILD_DIR/devrun/part00, part01, …
+#   tools/device_payload.sh [--bin-only] BUILD_DIR [EXTRA_FILE…]   → BUILD_DIR/devrun/part00, …
+# --bin-only leaves out the test data and models (one part: a run that makes its own models).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:?usage: tools/device_payload.sh BUILD_DIR [EXTRA_FILE...]}
+bin_only=0
+if [ "${1:-}" = "--bin-only" ]; then bin_only=1; shift; fi
+build=${1:?usage: tools/device_payload.sh [--bin-only] BUILD_DIR [EXTRA_FILE...]}
 shift
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -21,8 +24,10 @@ ldd "$build/sluice" | awk '/=> \//{print $3}' |
   grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
   while read -r lib; do cp -L "$lib" "$stage/payload/lib/"; done
 cp /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian "$stage/payload/lib/" 2>/dev/null || true
-[ -d ../shared/testdata/llamacpp-tiny ] && cp -r ../shared/testdata/llamacpp-tiny "$stage/payload/"
-cp .cache/models/*.gguf "$stage/payload/models/" 2>/dev/null || true
+if [ "$bin_only" = 0 ]; then
+  [ -d ../shared/testdata/llamacpp-tiny ] && cp -r ../shared/testdata/llamacpp-tiny "$stage/payload/"
+  cp .cache/models/*.gguf "$stage/payload/models/" 2>/dev/null || true
+fi
 rm -rf "$build/devrun"
 mkdir -p "$build/devrun"
 tar -C "$stage" -czf - payload | split -b 56m -d - "$stage/payload.tgz."

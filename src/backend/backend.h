@@ -90,6 +90,13 @@ class Backend {
   // y[t, r] = sum_c W[r, c] * x[t, c].  x: [n_tokens, n_cols], y: [n_tokens, n_rows].
   // Activations are converted to the weight type's activation format first (Q8_0, Q8_K …).
   virtual void matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) = 0;
+  // ys[i] = ws[i] x for the n weights that read the same input (q/k/v, gate/up): a backend may
+  // convert the activations once for all of them. The same numbers as one matmul each (the
+  // default). (Pointer and count: the CUDA files see this header as C++17, without std::span.)
+  virtual void matmul_shared_input(const MatrixView* ws, float* const* ys, size_t n, const float* x,
+                                   int64_t n_tokens) {
+    for (size_t i = 0; i < n; ++i) matmul(ws[i], x, ys[i], n_tokens);
+  }
   // out[i, :] = table row ids[i] as float.  out: [n, table.n_cols]
   virtual void get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) = 0;
   // y[r] = x[r] / rms(x[r]) * weight (weight may be nullptr: no scaling). In place allowed.
@@ -144,6 +151,15 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Waits until every op queued so far has finished (a no-op where ops run synchronously).
   virtual void synchronize() {}
+
+  // Recorded steps (a GPU backend's CUDA graphs): begin_recorded_step() true means the ops the
+  // caller queues next — one whole forward step — are recorded, not run; end_recorded_step()
+  // runs them as one unit and completes their downloads. An op that cannot be recorded throws;
+  // the caller then calls abort_recorded_step() and runs the step again unrecorded. A step may
+  // be recorded only when nothing between begin and end reads a download on the host.
+  virtual bool begin_recorded_step() { return false; }
+  virtual void end_recorded_step() {}
+  virtual void abort_recorded_step() noexcept {}
 };
 
 }  // namespace sluice

@@ -3,6 +3,7 @@
 
 #include <sched.h>
 
+#include <chrono>
 #include <filesystem>
 #include <thread>
 
@@ -103,6 +104,34 @@ void LoadedModel::choose_backend(const ModelOptions& options) {
 }
 
 // One session of min(4096, n_ctx_train) tokens in F16.
+void LoadedModel::forward(const model::ForwardRequest& request) {
+  using Clock = std::chrono::steady_clock;
+  const int64_t n = int64_t(request.tokens.size());
+  // A decode step after a decode step (the one before met every buffer size and weight).
+  const bool decode =
+      experts_ == nullptr && request.observer == nullptr && n == 1 && last_step_tokens_ == 1;
+  last_step_tokens_ = n;
+  const Clock::time_point start = Clock::now();
+  if (decode && recording_.want() && backend_->begin_recorded_step()) {
+    try {
+      language_model_->forward(*backend_, request);
+      backend_->end_recorded_step();
+      recording_.observe(true, std::chrono::duration<double>(Clock::now() - start).count());
+      return;
+    } catch (const Error&) {
+      // Something the recording cannot hold (a buffer growing, a weight met for the first
+      // time): nothing ran, so the step runs again as it is, untimed.
+      backend_->abort_recorded_step();
+      language_model_->forward(*backend_, request);
+      return;
+    }
+  }
+  language_model_->forward(*backend_, request);
+  if (decode) {
+    recording_.observe(false, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+}
+
 uint64_t LoadedModel::kv_reserve_bytes() const {
   const int64_t n_ctx = std::min<int64_t>(4096, info_.n_ctx_train);
   uint64_t bytes = 0;

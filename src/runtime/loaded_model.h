@@ -14,6 +14,7 @@
 #include "format/model_file.h"
 #include "model/language_model.h"
 #include "runtime/snapshot_conversion.h"
+#include "runtime/step_recording.h"
 #include "sluice/engine.h"
 
 namespace sluice {
@@ -34,6 +35,11 @@ class LoadedModel final : public Model {
   // The backend every session's forward runs on (ModelOptions::backend); sessions hold their KV
   // cache and the model its scratch in its memory.
   Backend& backend() { return *backend_; }
+  // One forward step on the backend (callers hold forward_mutex). A one-token step of a model
+  // without routed experts after another is recorded and replayed as one unit where the backend
+  // can (CUDA graphs: nothing is read back before its logits) and measuring says it is faster
+  // (step_recording.h).
+  void forward(const model::ForwardRequest& request);
   // Where MoE layers get their routed experts; nullptr for a dense model.
   experts::ExpertSource* experts() { return experts_.get(); }
   std::mutex& forward_mutex() { return forward_mutex_; }
@@ -61,6 +67,8 @@ class LoadedModel final : public Model {
   std::unique_ptr<experts::ExpertSource> experts_;
   std::vector<std::string> placement_;
   mutable std::mutex forward_mutex_;  // also guards the expert counters telemetry reads
+  int64_t last_step_tokens_ = 0;      // tokens of the previous forward step
+  StepRecording recording_;           // whether decode steps are recorded (CUDA graphs)
 };
 
 // Threads to use when the caller says 0: the CPUs this process may run on.

@@ -84,7 +84,7 @@ void Session::Impl::forward_chunk(std::span<const int32_t> ids, float* all) {
   request.experts = model->experts();
   {
     std::lock_guard lock(model->forward_mutex());
-    model->language_model().forward(model->backend(), request);
+    model->forward(request);
     if (request.experts != nullptr) request.experts->end_step();
   }
   tokens.insert(tokens.end(), ids.begin(), ids.end());
@@ -117,7 +117,7 @@ void Session::Impl::forward_batch(std::span<const BatchItem> items) {
   request.experts = lead.model->experts();
   {
     std::lock_guard lock(lead.model->forward_mutex());
-    lead.model->language_model().forward(lead.model->backend(), request);
+    lead.model->forward(request);
     if (request.experts != nullptr) request.experts->end_step();
   }
   for (size_t i = 0; i < items.size(); ++i) {

@@ -407,6 +407,82 @@ TEST_F(CudaModelOpsTest, HostWeightsAreMirroredOnce) {
   }
 }
 
+// One activation conversion for weights that read the same input equals one matmul each, bit
+// for bit: Q4_K, Q5_K and Q6_K share Q8_K activations; with Q8_0 among them (another format),
+// or past 8 tokens, the backend falls back to one matmul each, which must give the same bits.
+TEST_F(CudaModelOpsTest, SharedInputMatmulEqualsOneMatmulEach) {
+  const int64_t n_cols = 1024;
+  const std::vector<std::pair<QType, int64_t>> weights = {
+      {QType::Q4_K, 96}, {QType::Q5_K, 40}, {QType::Q6_K, 72}, {QType::Q8_0, 24}};
+  std::vector<std::vector<uint8_t>> data;
+  for (const auto& [type, rows] : weights)
+    data.push_back(random_weight_rows(type, rows, n_cols, rng_));
+  for (int64_t n_tokens : {1, 3, 8, 9}) {
+    const auto x = uniform(size_t(n_tokens * n_cols), -3.0f, 3.0f);
+    auto dx = on_device(x);
+    for (size_t n_weights : {size_t(3), size_t(4)}) {
+      std::vector<MatrixView> ws;
+      std::vector<std::unique_ptr<Allocation>> shared, alone;
+      std::vector<float*> ys;
+      for (size_t i = 0; i < n_weights; ++i) {
+        const auto& [type, rows] = weights[i];
+        ws.push_back({type, data[i].data(), n_cols, rows});
+        shared.push_back(poisoned(size_t(n_tokens * rows) * sizeof(float)));
+        alone.push_back(poisoned(size_t(n_tokens * rows) * sizeof(float)));
+        ys.push_back(shared.back()->as());
+      }
+      gpu_->matmul_shared_input(ws.data(), ys.data(), n_weights, dx->as(), n_tokens);
+      for (size_t i = 0; i < n_weights; ++i)
+        gpu_->matmul(ws[i], dx->as(), alone[i]->as(), n_tokens);
+      for (size_t i = 0; i < n_weights; ++i) {
+        const size_t n = size_t(n_tokens * ws[i].n_rows);
+        expect_bits(fetch(*shared[i], n), fetch(*alone[i], n),
+                    std::string(qtype_name(ws[i].type)) + " of " + std::to_string(n_weights) +
+                        ", tokens " + std::to_string(n_tokens));
+      }
+    }
+  }
+}
+
+// A recorded step (a CUDA graph) gives what the same ops give run one by one, its upload takes
+// the host bytes at record time, its download lands after the replay, and a weight met for the
+// first time while recording is refused (the step is then run unrecorded by the caller).
+TEST_F(CudaModelOpsTest, RecordedStepEqualsThePlainOne) {
+  const int64_t n_cols = 512, n_rows = 64;
+  const auto w = random_weight_rows(QType::Q4_K, n_rows, n_cols, rng_);
+  const auto norm = uniform(size_t(n_cols), 0.5f, 1.5f);
+  auto dx = std::make_unique<Allocation>(*gpu_, size_t(n_cols) * sizeof(float));
+  auto dn = std::make_unique<Allocation>(*gpu_, size_t(n_cols) * sizeof(float));
+  auto dy = std::make_unique<Allocation>(*gpu_, size_t(n_rows) * sizeof(float));
+  const auto step = [&](const std::vector<float>& x, std::vector<float>& y) {
+    gpu_->upload(dx->data(), x.data(), x.size() * sizeof(float));
+    gpu_->rms_norm(dx->as(), norm.data(), dn->as(), 1, n_cols, 1e-5f);
+    gpu_->matmul({QType::Q4_K, w.data(), n_cols, n_rows}, dn->as(), dy->as(), 1);
+    gpu_->download(y.data(), dy->data(), y.size() * sizeof(float));
+  };
+  std::vector<float> plain(static_cast<size_t>(n_rows));
+  std::vector<float> recorded(static_cast<size_t>(n_rows), -1.0f);
+  auto x = uniform(size_t(n_cols), -2.0f, 2.0f);
+  step(x, plain);  // meets the weights: mirrored outside any recording
+  for (int i = 0; i < 3; ++i) {
+    x = uniform(size_t(n_cols), -2.0f, 2.0f);
+    step(x, plain);
+    ASSERT_TRUE(gpu_->begin_recorded_step());
+    auto staged = x;  // the upload must have taken these bytes at record time
+    step(staged, recorded);
+    std::fill(staged.begin(), staged.end(), 0.0f);
+    gpu_->end_recorded_step();
+    expect_bits(recorded, plain, "recorded step " + std::to_string(i));
+  }
+  EXPECT_EQ(gpu_->recorded_steps(), 3u);
+  const auto unseen = uniform(size_t(n_cols), 0.5f, 1.5f);
+  ASSERT_TRUE(gpu_->begin_recorded_step());
+  EXPECT_THROW(gpu_->rms_norm(dx->as(), unseen.data(), dn->as(), 1, n_cols, 1e-5f), Error);
+  gpu_->abort_recorded_step();
+  gpu_->rms_norm(dx->as(), unseen.data(), dn->as(), 1, n_cols, 1e-5f);  // usable again
+  gpu_->synchronize();
+}
+
 }  // namespace
 }  // namespace sluice::test
 

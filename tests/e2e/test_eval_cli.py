@@ -185,3 +185,39 @@ def test_unwritable_output_names_the_path(tmp_path):
                                         "--tokens", "1,5"), 1)
     assert str(out) in line
     assert list(tmp_path.iterdir()) == []
+
+
+def cuda_device_present():
+    probe = sluice("eval", "--model", MODEL, "--tokens", "1", "--backend", "cuda")
+    return probe.returncode == 0
+
+
+def test_backend_is_explained_and_cpu_matches_auto_without_a_gpu():
+    result = sluice("eval", "--model", MODEL, "--tokens", PROMPT_ARG, "--json", "--explain",
+                    "--backend", "cpu")
+    assert result.returncode == 0, result.stderr.decode()
+    assert "placement: backend: cpu, " in result.stderr.decode()
+    if cuda_device_present():
+        pytest.skip("a CUDA device is here: auto picks it (tests/e2e/test_cuda_parity.py compares)")
+    auto = sluice("eval", "--model", MODEL, "--tokens", PROMPT_ARG, "--json", "--explain")
+    assert auto.returncode == 0, auto.stderr.decode()
+    assert "placement: backend: cpu" in auto.stderr.decode()
+    assert json.loads(auto.stdout) == json.loads(result.stdout)
+
+
+def test_backend_cuda_without_a_device_says_why():
+    if cuda_device_present():
+        pytest.skip("a CUDA device is here")
+    result = sluice("eval", "--model", MODEL, "--tokens", "1", "--backend", "cuda")
+    assert_one_line_error(result, 1)
+    message = result.stderr.decode()
+    assert "backend cuda: " in message
+    assert "no CUDA device" in message or "no CUDA backend" in message, message
+
+
+@pytest.mark.parametrize("args", [["--vram-budget", "lots"], ["--gpu-expert-cache", "-1"],
+                                  ["--backend", "tpu"]])
+def test_bad_device_options_are_bad_usage(args):
+    result = sluice("eval", "--model", MODEL, "--tokens", "1", *args)
+    assert result.returncode in (1, 2), result.stderr.decode()
+    assert len(result.stderr.decode().strip().splitlines()) == 1, result.stderr.decode()

@@ -2,6 +2,8 @@
 // quant_matmul.h, all on the backend's stream; weight pointers go through the mirror first.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_matmul.h"
+#include "quant/dot_reference.h"
 #include "quant/qtype.h"
 
 namespace sluice::cuda {
@@ -39,6 +42,8 @@ uint64_t count_or_zero(int64_t n) {
 CudaBackend::CudaBackend(int device) : device_(select_device(device)) {
   multiprocessors_ = multiprocessor_count();
   max_shared_bytes_ = max_shared_memory_per_block();
+  const char* graphs = std::getenv("SLUICE_CUDA_GRAPHS");
+  graphs_enabled_ = graphs == nullptr || std::string(graphs) != "0";
 }
 
 CudaBackend::~CudaBackend() {
@@ -52,6 +57,31 @@ void CudaBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t 
   if (!cuda::matmul(w.type, weights, w.n_rows, w.n_cols, x, y, n_tokens, stream_.handle(),
                     &error)) {
     fail(error);
+  }
+}
+
+void CudaBackend::matmul_shared_input(const MatrixView* ws, float* const* ys, size_t n,
+                                      const float* x, int64_t n_tokens) {
+  const auto same_format = [&](const MatrixView& w) {
+    return quantized_decode_supported(w.type) && w.n_cols == ws[0].n_cols &&
+           activation_type_for(w.type) == activation_type_for(ws[0].type);
+  };
+  if (n < 2 || n_tokens > 8 || !std::all_of(ws, ws + n, same_format)) {
+    return Backend::matmul_shared_input(ws, ys, n, x, n_tokens);
+  }
+  std::string error;
+  const int64_t bytes = quantized_activation_bytes(ws[0].type, ws[0].n_cols, n_tokens);
+  shared_activations_.reserve(size_t(bytes));
+  if (!quantize_activations(ws[0].type, x, ws[0].n_cols, n_tokens, shared_activations_.data(),
+                            stream_.handle(), &error)) {
+    fail(error);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const MatrixView& w = ws[i];
+    if (!matmul_quantized(w.type, mirror_.resolve(w.data, matrix_bytes(w)), w.n_rows, w.n_cols,
+                          shared_activations_.data(), ys[i], n_tokens, stream_.handle(), &error)) {
+      fail(error);
+    }
   }
 }
 
@@ -164,8 +194,15 @@ void CudaBackend::deallocate(void* p) noexcept {
   cudaFree(p);
 }
 
+bool CudaBackend::begin_recorded_step() {
+  if (!graphs_enabled_) return false;
+  graph_.begin();
+  return true;
+}
+
 void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
   if (bytes == 0) return;
+  if (graph_.recording()) return graph_.stage_upload(dst, host, bytes);
   copy_to_device(dst, host, bytes, stream_);
   // From pinned memory the copy is asynchronous: the caller may reuse its buffer on return, so
   // wait. Pageable memory (the usual case) has been staged by CUDA already.
@@ -178,6 +215,7 @@ void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
 }
 
 void CudaBackend::download(void* host, const void* src, size_t bytes) {
+  if (graph_.recording()) return graph_.stage_download(host, src, bytes);
   if (bytes != 0) copy_to_host(host, src, bytes, stream_);
   stream_.synchronize();
 }

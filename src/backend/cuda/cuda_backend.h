@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/cuda_step_graph.h"
 #include "backend/cuda/cuda_weight_mirror.h"
 
 namespace sluice::cuda {
@@ -35,6 +36,10 @@ class CudaBackend final : public Backend {
   CudaBackend& operator=(const CudaBackend&) = delete;
 
   void matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) override;
+  // Decode (≤ 8 tokens) with one activation format for all: quantized once, then one product
+  // each (quant_matmul.h's matmul_quantized, bit-equal to matmul); otherwise one matmul each.
+  void matmul_shared_input(const MatrixView* ws, float* const* ys, size_t n, const float* x,
+                           int64_t n_tokens) override;
   void get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override;
   void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
                 float eps) override;
@@ -77,6 +82,12 @@ class CudaBackend final : public Backend {
   void synchronize() override { stream_.synchronize(); }
   const Stream& stream() const { return stream_; }
 
+  // Steps recorded as CUDA graphs (cuda_step_graph.h); SLUICE_CUDA_GRAPHS=0 turns them off.
+  bool begin_recorded_step() override;
+  void end_recorded_step() override { graph_.end_and_run(); }
+  void abort_recorded_step() noexcept override { graph_.abort(); }
+  uint64_t recorded_steps() const { return graph_.replays(); }
+
   // Bytes of device memory holding copies of host weights (each host pointer counted once).
   uint64_t mirrored_bytes() const { return mirror_.mirrored_bytes(); }
 
@@ -85,10 +96,13 @@ class CudaBackend final : public Backend {
   int multiprocessors_ = 1;
   size_t max_shared_bytes_ = 0;
   Stream stream_;
-  DeviceBuffer attention_scratch_;         // split-K partial results
-  DeviceBuffer gelu_f16_table_;            // [65536] halves, uploaded on first use of kGeluTanhF16
-  DeviceBuffer routing_scratch_;           // MoE row / weight lists too long for kernel parameters
-  WeightMirror mirror_{stream_};           // device copies of host weights
+  DeviceBuffer attention_scratch_;   // split-K partial results
+  DeviceBuffer gelu_f16_table_;      // [65536] halves, uploaded on first use of kGeluTanhF16
+  DeviceBuffer routing_scratch_;     // MoE row / weight lists too long for kernel parameters
+  DeviceBuffer shared_activations_;  // matmul_shared_input's quantized activations
+  WeightMirror mirror_{stream_};     // device copies of host weights
+  StepGraph graph_{stream_};         // the step being recorded, the last one replayed
+  bool graphs_enabled_ = true;
   std::unordered_set<void*> allocations_;  // what allocate() gave and deallocate() did not take
 };
 

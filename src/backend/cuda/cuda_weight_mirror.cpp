@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/error.h"
 
 namespace sluice::cuda {
 namespace {
@@ -33,6 +34,12 @@ const void* WeightMirror::resolve(const void* p, uint64_t bytes) {
   Entry& entry = found->second;
   if (entry.device) return p;
   if (entry.copy.size() < bytes) {
+    // A copy made while the stream is being recorded into a graph would only happen when (and
+    // if) the graph runs: refuse, so the caller runs the step unrecorded.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(static_cast<cudaStream_t>(stream_.handle()), &capturing),
+          "cudaStreamIsCapturing");
+    if (capturing != cudaStreamCaptureStatusNone) fail("cuda: a weight first seen while recording");
     const uint64_t old_bytes = entry.copy.size();
     if (old_bytes != 0) {
       // Kernels queued earlier may still read the smaller copy: let them finish before it goes.

@@ -93,20 +93,20 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
   const bool own_kv = config.shared_kv_layer < 0;
   const int64_t q_row = s.n_head * s.head_dim_k, k_row = s.n_head_kv * s.head_dim_k;
   const int64_t v_row = s.n_head_kv * s.head_dim_v, o_row = s.n_head * s.head_dim_v;
+  // Q, K and V read the same input: one activation conversion serves all three.
+  float* q_out = s.gated_query ? scratch.q_full.data() : q;
+  if (own_kv) {
+    const bool with_v = w.wv.data != nullptr;
+    const MatrixView ws[] = {w.wq, w.wk, w.wv};
+    float* const ys[] = {q_out, k, v};
+    backend.matmul_shared_input(ws, ys, with_v ? 3 : 2, x, n_tokens);
+    if (!with_v) backend.copy(v, k, size_t(n_tokens * k_row) * sizeof(float));
+  } else {
+    backend.matmul(w.wq, x, q_out, n_tokens);
+  }
   if (s.gated_query) {
-    backend.matmul(w.wq, x, scratch.q_full.data(), n_tokens);
     split_gated_query(scratch.q_full.data(), q, scratch.gate.data(), n_tokens * s.n_head,
                       s.head_dim_k);
-  } else {
-    backend.matmul(w.wq, x, q, n_tokens);
-  }
-  if (own_kv) {
-    backend.matmul(w.wk, x, k, n_tokens);
-    if (w.wv.data != nullptr) {
-      backend.matmul(w.wv, x, v, n_tokens);
-    } else {
-      backend.copy(v, k, size_t(n_tokens * k_row) * sizeof(float));
-    }
   }
   if (!w.bq.empty()) backend.add_bias(q, w.bq.data(), n_tokens, q_row);
   if (!w.bk.empty()) backend.add_bias(k, w.bk.data(), n_tokens, w.wk.n_rows);

@@ -20,8 +20,9 @@ void glu_ffn(Backend& backend, const GluFfnWeights& w, GluActivation act, int64_
              const float* x, int64_t n_tokens, FfnScratch& scratch, float* out,
              const Trace& trace) {
   const int64_t n_ff = w.gate.n_rows;
-  backend.matmul(w.gate, x, scratch.gate.data(), n_tokens);
-  backend.matmul(w.up, x, scratch.up.data(), n_tokens);
+  const MatrixView ws[] = {w.gate, w.up};
+  float* const ys[] = {scratch.gate.data(), scratch.up.data()};
+  backend.matmul_shared_input(ws, ys, 2, x, n_tokens);
   trace("ffn_gate", layer, scratch.gate.data(), n_ff);
   trace("ffn_up", layer, scratch.up.data(), n_ff);
   backend.glu(act, scratch.gate.data(), scratch.up.data(), n_tokens, n_ff);

@@ -61,9 +61,10 @@ std::vector<float> expert_scales(WeightBinder& binder, const std::string& name, 
 void gate_and_up(Backend& backend, const MoeFfnWeights& w, const experts::ExpertWeights& ew,
                  int32_t expert, int64_t m, MoeScratch& s) {
   if (!w.fused_gate_up) {
-    backend.matmul(ew.part(ExpertPart::kGate), s.x_expert.data(), s.gate.data(), m);
+    const MatrixView ws[] = {ew.part(ExpertPart::kGate), ew.part(ExpertPart::kUp)};
+    float* const ys[] = {s.gate.data(), s.up.data()};
+    backend.matmul_shared_input(ws, ys, 2, s.x_expert.data(), m);
     scale_by_expert(backend, w.gate_scale, expert, s.gate.data(), m, w.n_ff);
-    backend.matmul(ew.part(ExpertPart::kUp), s.x_expert.data(), s.up.data(), m);
     scale_by_expert(backend, w.up_scale, expert, s.up.data(), m, w.n_ff);
     return;
   }

@@ -1,0 +1,28 @@
+// StepRecording: alternate, then keep the faster by median.
+#include "runtime/step_recording.h"
+
+#include <algorithm>
+
+namespace sluice {
+namespace {
+
+double median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+bool StepRecording::want() const {
+  if (recorded_.size() < kTrials || plain_.size() < kTrials) {
+    return recorded_.size() <= plain_.size();
+  }
+  return median(recorded_) < median(plain_);
+}
+
+void StepRecording::observe(bool recorded, double seconds) {
+  std::vector<double>& times = recorded ? recorded_ : plain_;
+  if (times.size() < kTrials) times.push_back(seconds);
+}
+
+}  // namespace sluice
