@@ -45,9 +45,7 @@ void plan_deepseek4(const SyntheticPlanRequest& request, TensorPlan& plan, ArchK
   const uint64_t embd = g.n_embd, vocab = g.n_vocab, hd = g.head_dim, hc = d.hc, q_lora = d.q_lora,
                  experts = g.n_expert, ff = g.n_ff_exp, o_width = uint64_t{d.o_groups} * d.o_lora,
                  group_dim = uint64_t{g.n_head} / d.o_groups * hd;
-  plan.table("token_embd.weight", type, {embd, vocab}, 1.0f);
-  plan.norm("output_norm.weight", embd);
-  plan.matrix("output.weight", type, {embd, vocab});
+  plan_embedding_and_head(plan, type, embd, vocab);
   plan.matrix("output_hc_fn.weight", QType::F32, {embd * hc, hc});
   plan.table("output_hc_base.weight", QType::F32, {hc}, 0.1f);
   plan.table("output_hc_scale.weight", QType::F32, {1}, 0.1f);

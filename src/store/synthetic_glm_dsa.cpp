@@ -20,9 +20,7 @@ void plan_glm_dsa(const SyntheticPlanRequest& request, TensorPlan& plan, ArchKey
   const QType type = request.types.type, expert_type = request.types.expert_type;
   const uint64_t embd = g.n_embd, vocab = g.n_vocab, heads = g.n_head, experts = g.n_expert,
                  ff = g.n_ff_exp, shared = uint64_t{g.n_ff_exp} * g.n_expert_shared;
-  plan.table("token_embd.weight", type, {embd, vocab}, 1.0f);
-  plan.norm("output_norm.weight", embd);
-  plan.matrix("output.weight", type, {embd, vocab});
+  plan_embedding_and_head(plan, type, embd, vocab);
   std::vector<bool> indexer_types;
   for (uint32_t layer = 0; layer < request.layers; ++layer) {
     const std::string blk = block_prefix(layer);

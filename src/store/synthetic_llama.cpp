@@ -13,18 +13,11 @@ void plan_llama(const SyntheticPlanRequest& request, TensorPlan& plan, ArchKeys&
   const QType type = request.types.type;
   const uint64_t embd = g.n_embd, vocab = g.n_vocab, q = uint64_t{g.n_head} * g.head_dim,
                  kv = uint64_t{g.n_head_kv} * g.head_dim, ff = g.n_ff;
-  // Embedding rows enter an RMSNorm directly; rms 1 puts them on the scale the layers add to the
-  // residual stream.
-  plan.table("token_embd.weight", type, {embd, vocab}, 1.0f);
-  plan.norm("output_norm.weight", embd);
-  plan.matrix("output.weight", type, {embd, vocab});
+  plan_embedding_and_head(plan, type, embd, vocab);
   for (uint32_t layer = 0; layer < request.layers; ++layer) {
     const std::string blk = block_prefix(layer);
     plan.norm(blk + "attn_norm.weight", embd);
-    plan.matrix(blk + "attn_q.weight", type, {embd, q});
-    plan.matrix(blk + "attn_k.weight", type, {embd, kv});
-    plan.matrix(blk + "attn_v.weight", type, {embd, kv});
-    plan.matrix(blk + "attn_output.weight", type, {q, embd});
+    plan_gqa_projections(plan, blk, type, embd, q, kv);
     plan.norm(blk + "ffn_norm.weight", embd);
     plan.matrix(blk + "ffn_gate.weight", type, {embd, ff});
     plan.matrix(blk + "ffn_up.weight", type, {embd, ff});

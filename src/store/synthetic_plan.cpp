@@ -72,6 +72,20 @@ std::string block_prefix(uint32_t layer) {
   return "blk." + std::to_string(layer) + ".";
 }
 
+void plan_embedding_and_head(TensorPlan& plan, QType type, uint64_t n_embd, uint64_t n_vocab) {
+  plan.table("token_embd.weight", type, {n_embd, n_vocab}, 1.0f);
+  plan.norm("output_norm.weight", n_embd);
+  plan.matrix("output.weight", type, {n_embd, n_vocab});
+}
+
+void plan_gqa_projections(TensorPlan& plan, const std::string& blk, QType type, uint64_t n_embd,
+                          uint64_t q, uint64_t kv) {
+  plan.matrix(blk + "attn_q.weight", type, {n_embd, q});
+  plan.matrix(blk + "attn_k.weight", type, {n_embd, kv});
+  plan.matrix(blk + "attn_v.weight", type, {n_embd, kv});
+  plan.matrix(blk + "attn_output.weight", type, {q, n_embd});
+}
+
 SyntheticPlanner synthetic_planner(std::string_view architecture) {
   struct Entry {
     std::string_view architecture;

@@ -98,6 +98,14 @@ using SyntheticPlanner = void (*)(const SyntheticPlanRequest& request, TensorPla
 // "blk.<layer>." — the prefix of a layer's tensor names.
 std::string block_prefix(uint32_t layer);
 
+// A decoder's two ends: token_embd (rows of rms 1: they enter an RMSNorm directly, on the scale
+// the layers add to the residual stream, so the input token still shows in the last layer),
+// output_norm and output.
+void plan_embedding_and_head(TensorPlan& plan, QType type, uint64_t n_embd, uint64_t n_vocab);
+// <blk>attn_{q,k,v,output}.weight of grouped-query attention: q = heads × head_dim, kv likewise.
+void plan_gqa_projections(TensorPlan& plan, const std::string& blk, QType type, uint64_t n_embd,
+                          uint64_t q, uint64_t kv);
+
 // The planners, one per file.
 void plan_qwen3moe(const SyntheticPlanRequest& request, TensorPlan& plan, ArchKeys& keys);
 void plan_deepseek4(const SyntheticPlanRequest& request, TensorPlan& plan, ArchKeys& keys);

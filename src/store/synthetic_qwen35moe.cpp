@@ -16,9 +16,7 @@ void plan_qwen35moe(const SyntheticPlanRequest& request, TensorPlan& plan, ArchK
                  kv = uint64_t{g.n_head_kv} * g.head_dim,
                  inner = uint64_t{dn.value_heads} * dn.value_dim,
                  conv_channels = 2 * uint64_t{dn.key_heads} * dn.key_dim + inner;
-  plan.table("token_embd.weight", type, {embd, vocab}, 1.0f);
-  plan.norm("output_norm.weight", embd);
-  plan.matrix("output.weight", type, {embd, vocab});
+  plan_embedding_and_head(plan, type, embd, vocab);
   for (uint32_t layer = 0; layer < request.layers; ++layer) {
     const std::string blk = block_prefix(layer);
     plan.norm(blk + "attn_norm.weight", embd);

@@ -9,18 +9,11 @@ void plan_qwen3moe(const SyntheticPlanRequest& request, TensorPlan& plan, ArchKe
   const QType type = request.types.type, expert_type = request.types.expert_type;
   const uint64_t embd = g.n_embd, vocab = g.n_vocab, q = uint64_t{g.n_head} * g.head_dim,
                  kv = uint64_t{g.n_head_kv} * g.head_dim, ff = g.n_ff_exp, experts = g.n_expert;
-  // Embedding rows enter an RMSNorm directly; rms 1 puts them on the scale the layers add to the
-  // residual stream, so the input token still shows in the last layer.
-  plan.table("token_embd.weight", type, {embd, vocab}, 1.0f);
-  plan.norm("output_norm.weight", embd);
-  plan.matrix("output.weight", type, {embd, vocab});
+  plan_embedding_and_head(plan, type, embd, vocab);
   for (uint32_t layer = 0; layer < request.layers; ++layer) {
     const std::string blk = block_prefix(layer);
     plan.norm(blk + "attn_norm.weight", embd);
-    plan.matrix(blk + "attn_q.weight", type, {embd, q});
-    plan.matrix(blk + "attn_k.weight", type, {embd, kv});
-    plan.matrix(blk + "attn_v.weight", type, {embd, kv});
-    plan.matrix(blk + "attn_output.weight", type, {q, embd});
+    plan_gqa_projections(plan, blk, type, embd, q, kv);
     plan.norm(blk + "attn_q_norm.weight", g.head_dim);
     plan.norm(blk + "attn_k_norm.weight", g.head_dim);
     plan.norm(blk + "ffn_norm.weight", embd);
