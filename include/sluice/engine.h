@@ -28,6 +28,9 @@ struct ModelOptions {
   // as it holds).
   uint64_t vram_budget = 0;
   int64_t gpu_expert_cache = 0;
+  // Hybrid placement (llama.cpp's --cpu-moe / `-ot exps=CPU`): routed experts computed by the CPU
+  // from the host tier while everything else runs on the backend above.
+  bool cpu_moe = false;
 
   // Where the routed experts of a Mixture-of-Experts model live (dense models ignore these).
   uint64_t ram_budget = 0;         // bytes; 0: available memory minus max(10%, 2 GiB)

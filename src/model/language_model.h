@@ -33,6 +33,9 @@ struct ForwardRequest {
   float* logits = nullptr;                 // [all_logits ? n_tokens : 1, n_vocab]
   ActivationObserver* observer = nullptr;
   experts::ExpertSource* experts = nullptr;  // required when expert_layout() is not empty
+  // Where the routed experts are computed when not on the forward's backend: a host-memory
+  // backend (the CPU) while the rest runs on the GPU. nullptr: the forward's backend.
+  Backend* expert_backend = nullptr;
 };
 
 struct ModelSummary {

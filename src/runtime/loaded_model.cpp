@@ -101,6 +101,14 @@ void LoadedModel::choose_backend(const ModelOptions& options) {
              (options.backend == "auto" ? " (" + why_not_cuda + ")" : "");
   }
   placement_.insert(placement_.begin(), reason);
+  if (options.cpu_moe && !expert_layout_.empty()) {
+    // A backend of its own even when the model's is the CPU too: the same numbers, and the
+    // hybrid path's transfers checked where there is no GPU.
+    expert_backend_ = std::make_unique<cpu::CpuBackend>(pool_.get());
+    placement_.push_back("routed experts: computed on the CPU (--cpu-moe), " +
+                         std::to_string(pool_->size()) +
+                         " threads, from the host tier; everything else on " + info_.backend);
+  }
 }
 
 // One session of min(4096, n_ctx_train) tokens in F16.
@@ -111,10 +119,12 @@ void LoadedModel::forward(const model::ForwardRequest& request) {
   const bool decode =
       experts_ == nullptr && request.observer == nullptr && n == 1 && last_step_tokens_ == 1;
   last_step_tokens_ = n;
+  model::ForwardRequest with_experts = request;
+  with_experts.expert_backend = expert_backend_.get();
   const Clock::time_point start = Clock::now();
   if (decode && recording_.want() && backend_->begin_recorded_step()) {
     try {
-      language_model_->forward(*backend_, request);
+      language_model_->forward(*backend_, with_experts);
       backend_->end_recorded_step();
       recording_.observe(true, std::chrono::duration<double>(Clock::now() - start).count());
       return;
@@ -122,11 +132,11 @@ void LoadedModel::forward(const model::ForwardRequest& request) {
       // Something the recording cannot hold (a buffer growing, a weight met for the first
       // time): nothing ran, so the step runs again as it is, untimed.
       backend_->abort_recorded_step();
-      language_model_->forward(*backend_, request);
+      language_model_->forward(*backend_, with_experts);
       return;
     }
   }
-  language_model_->forward(*backend_, request);
+  language_model_->forward(*backend_, with_experts);
   if (decode) {
     recording_.observe(false, std::chrono::duration<double>(Clock::now() - start).count());
   }
@@ -150,7 +160,7 @@ uint64_t LoadedModel::scratch_reserve_bytes() const {
 // (the backend copies each on first use), else slots in front of the host tier.
 void LoadedModel::place_experts_on_device(const ModelOptions& options) {
 #if SLUICE_HAVE_CUDA
-  if (expert_layout_.empty()) return;
+  if (expert_layout_.empty() || options.cpu_moe) return;
   constexpr uint64_t kGiB = uint64_t(1) << 30;
   uint64_t free = 0, total = 0;
   if (!cuda::device_memory(0, &free, &total)) fail("backend cuda: cannot read the device's memory");

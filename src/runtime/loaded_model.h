@@ -60,6 +60,7 @@ class LoadedModel final : public Model {
   // released through it; the CPU backend runs on the pool.
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> expert_backend_;  // --cpu-moe: the CPU, for the routed experts
   std::unique_ptr<model::LanguageModel> language_model_;
   TextTokenizer tokenizer_;
   ModelInfo info_;

@@ -174,6 +174,8 @@ void MoeScratch::reserve(Backend& backend, const MoeFfnWeights& w, int64_t n_emb
   experts.reserve(size_t(n_batch * k));
   tokens.resize(size_t(n_batch));
   slots.resize(size_t(n_batch));
+  this->n_batch = n_batch;
+  hybrid.reset();
 }
 
 void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
@@ -195,9 +197,12 @@ void moe_prefetch(Backend& backend, const MoeFfnWeights& next, const std::vector
   source.prefetch(next_layer, s.experts);
 }
 
-void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
-                 int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
-                 float* out, const Trace& trace) {
+namespace {
+
+// The chunk's experts on `backend` with s's buffers, then their weighted sum into out.
+void compute_experts(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
+                     int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
+                     float* out) {
   const int64_t k = w.config.n_expert_used;
   // More experts than the source can pin at once (a long prefill chunk through a small cache):
   // windows of them, each acquired, computed and released in turn.
@@ -216,6 +221,43 @@ void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource
 
   // llama.cpp: each output times its weight, then summed choice 0, 1, 2 … in that order.
   backend.weighted_sum(s.outputs.data(), s.router.weights.data(), n_tokens, k, n_embd, out);
+}
+
+// The scratch of the expert backend, with this chunk's routing.
+MoeScratch& hybrid_scratch(Backend& expert_backend, const MoeFfnWeights& w, int64_t n_embd,
+                           MoeScratch& s) {
+  if (!expert_backend.host_memory()) {
+    fail("MoE experts on another backend need that backend's memory to be the host's");
+  }
+  if (!s.hybrid || s.hybrid->input.backend() != &expert_backend) {
+    s.hybrid = std::make_unique<MoeScratch>();
+    s.hybrid->reserve(expert_backend, w, n_embd, s.n_batch);
+    s.hybrid->input.resize(expert_backend, size_t(s.n_batch * n_embd));
+    s.hybrid->sum.resize(expert_backend, size_t(s.n_batch * n_embd));
+  }
+  MoeScratch& h = *s.hybrid;
+  h.router.selected = s.router.selected;
+  h.router.weights = s.router.weights;
+  h.experts = s.experts;
+  h.window = s.window;
+  return h;
+}
+
+}  // namespace
+
+void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
+                 int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
+                 float* out, const Trace& trace, Backend* expert_backend) {
+  if (expert_backend == nullptr || expert_backend == &backend) {
+    compute_experts(backend, w, source, layer, x, n_tokens, n_embd, s, out);
+  } else {
+    MoeScratch& h = hybrid_scratch(*expert_backend, w, n_embd, s);
+    const size_t bytes = size_t(n_tokens * n_embd) * sizeof(float);
+    backend.download(h.input.data(), x, bytes);
+    compute_experts(*expert_backend, w, source, layer, h.input.data(), n_tokens, n_embd, h,
+                    h.sum.data());
+    backend.upload(out, h.sum.data(), bytes);
+  }
   trace("ffn_moe_out", layer, out, n_embd);
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backend/backend.h"
@@ -65,6 +66,11 @@ struct MoeScratch {
   std::vector<int32_t> tokens;   // [n_batch] tokens routed to one expert
   std::vector<int32_t> slots;    // [n_batch] their rows of `outputs` (token * k + choice)
   std::vector<int32_t> halves;  // [2 n_batch] 0, 2, 4 … then 1, 3, 5 …: a fused output's halves
+  int64_t n_batch = 0;
+  // Hybrid placement (experts on another backend): that backend's scratch, made on first use,
+  // and in it the chunk's rows and their expert sum, [n_batch, n_embd] each.
+  std::unique_ptr<MoeScratch> hybrid;
+  BackendArray<float> input, sum;
   void reserve(Backend& backend, const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch);
 };
 
@@ -75,9 +81,14 @@ struct MoeScratch {
 void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                int64_t layer, const float* x, int64_t n_tokens, MoeScratch& scratch,
                const Trace& trace);
+// expert_backend (a host-memory backend other than `backend`: the CPU while the rest runs on the
+// GPU, llama.cpp's `-ot exps=CPU`): the routed rows are downloaded, the experts computed there
+// from the source's host views, and the sum uploaded — the same numbers the expert backend
+// computes on its own. nullptr: the experts run on `backend`.
 void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                  int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd,
-                 MoeScratch& scratch, float* out, const Trace& trace);
+                 MoeScratch& scratch, float* out, const Trace& trace,
+                 Backend* expert_backend = nullptr);
 
 // Speculation, while this layer's experts load and compute: normalises x [n_tokens, n_embd]
 // (the hidden state as it is now) with the next layer's FFN norm, routes it with the next

@@ -141,7 +141,7 @@ class PreNormDecoder final : public LanguageModel {
                        n, n_embd, spec_scratch_);
         }
         moe_compute(backend, layer.moe, *request.experts, il, stream_.xn.data(), n, n_embd,
-                    moe_scratch_, stream_.branch.data(), trace);
+                    moe_scratch_, stream_.branch.data(), trace, request.expert_backend);
       } else {
         glu_ffn(backend, layer.ffn, GluActivation::kSilu, il, stream_.xn.data(), n, ffn_scratch_,
                 stream_.branch.data(), trace);
