@@ -31,6 +31,9 @@ struct ModelOptions {
   // Hybrid placement (llama.cpp's --cpu-moe / `-ot exps=CPU`): routed experts computed by the CPU
   // from the host tier while everything else runs on the backend above.
   bool cpu_moe = false;
+  // Keep the routed experts on the GPU's tier even when the measured rates favour the CPU
+  // (--gpu-moe). Neither flag: the device planner chooses and says why.
+  bool gpu_moe = false;
 
   // Where the routed experts of a Mixture-of-Experts model live (dense models ignore these).
   uint64_t ram_budget = 0;         // bytes; 0: available memory minus max(10%, 2 GiB)

@@ -47,9 +47,14 @@ void add_engine_options(CLI::App& app, EngineArgs& args) {
                  "Device slots for routed experts (default: every expert on the device when they "
                  "fit --vram-budget, else as many slots as it holds)")
       ->check(at_least(0));
-  app.add_flag("--cpu-moe", args.cpu_moe,
-               "Compute the routed experts on the CPU from RAM, everything else on the backend "
-               "(hybrid placement, as llama.cpp's --cpu-moe)");
+  CLI::Option* cpu_moe =
+      app.add_flag("--cpu-moe", args.cpu_moe,
+                   "Compute the routed experts on the CPU from RAM, everything else on the "
+                   "backend (hybrid placement, as llama.cpp's --cpu-moe)");
+  app.add_flag("--gpu-moe", args.gpu_moe,
+               "Keep the routed experts on the GPU's tier even when the measured rates favour "
+               "the CPU (default: the planner chooses)")
+      ->excludes(cpu_moe);
   app.add_option("--expert-cache", args.expert_cache,
                  "Expert cache slots (default: as many as the budget holds)")
       ->check(at_least(0));
@@ -117,6 +122,7 @@ ModelOptions model_options(const EngineArgs& args) {
     options.vram_budget = parse_byte_size(args.vram_budget, "--vram-budget");
   options.gpu_expert_cache = args.gpu_expert_cache;
   options.cpu_moe = args.cpu_moe;
+  options.gpu_moe = args.gpu_moe;
   options.io_engine = args.io_engine;
   options.io_queue_depth = args.queue_depth;
   options.direct_io = !args.buffered_io;

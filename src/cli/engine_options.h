@@ -21,6 +21,7 @@ struct EngineArgs {
   std::string vram_budget;  // the same for device memory (CUDA)
   int64_t gpu_expert_cache = 0;
   bool cpu_moe = false;
+  bool gpu_moe = false;
   bool stream_experts = false;
   int64_t expert_cache = 0;
   std::string io_engine = "auto";

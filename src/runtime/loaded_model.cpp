@@ -10,12 +10,14 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "experts/device_expert_slots.h"
+#include "experts/device_planner.h"
 #include "experts/expert_cache.h"
 #include "experts/expert_sidecar.h"
 #include "experts/planner.h"
 #include "experts/resident_experts.h"
 #include "format/model_file_open.h"
 #include "model/registry.h"
+#include "runtime/calibration.h"
 
 #if SLUICE_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -34,6 +36,20 @@ int default_thread_count() {
   const unsigned n = std::thread::hardware_concurrency();
   return n > 0 ? int(n) : 1;
 }
+
+namespace {
+
+// The type of the routed experts' first part (what the CPU's expert matvec rate is measured on).
+[[maybe_unused]] QType expert_type(const experts::ExpertLayout& layout) {
+  for (const experts::ExpertLayerLayout& l : layout.layers) {
+    for (const experts::ExpertTensor& part : l.parts) {
+      if (part.present()) return part.type;
+    }
+  }
+  return QType::F32;
+}
+
+}  // namespace
 
 LoadedModel::LoadedModel(const std::string& path, const ModelOptions& options)
     : source_(path),
@@ -101,13 +117,13 @@ void LoadedModel::choose_backend(const ModelOptions& options) {
              (options.backend == "auto" ? " (" + why_not_cuda + ")" : "");
   }
   placement_.insert(placement_.begin(), reason);
-  if (options.cpu_moe && !expert_layout_.empty()) {
-    // A backend of its own even when the model's is the CPU too: the same numbers, and the
-    // hybrid path's transfers checked where there is no GPU.
+  if (options.cpu_moe && !cuda && !expert_layout_.empty()) {
+    // On the CPU backend a CPU backend of its own for the experts gives the same numbers: the
+    // hybrid path's transfers are checked where there is no GPU.
     expert_backend_ = std::make_unique<cpu::CpuBackend>(pool_.get());
-    placement_.push_back("routed experts: computed on the CPU (--cpu-moe), " +
-                         std::to_string(pool_->size()) +
-                         " threads, from the host tier; everything else on " + info_.backend);
+    placement_.push_back(
+        "routed experts: computed on the CPU from the host tier (--cpu-moe), "
+        "by a CPU backend of their own");
   }
 }
 
@@ -160,45 +176,43 @@ uint64_t LoadedModel::scratch_reserve_bytes() const {
 // (the backend copies each on first use), else slots in front of the host tier.
 void LoadedModel::place_experts_on_device(const ModelOptions& options) {
 #if SLUICE_HAVE_CUDA
-  if (expert_layout_.empty() || options.cpu_moe) return;
-  constexpr uint64_t kGiB = uint64_t(1) << 30;
+  if (expert_layout_.empty()) return;
+  constexpr uint64_t kHeadroom = uint64_t(2) << 30;
   uint64_t free = 0, total = 0;
   if (!cuda::device_memory(0, &free, &total)) fail("backend cuda: cannot read the device's memory");
-  const uint64_t budget =
-      options.vram_budget > 0 ? options.vram_budget : (free > 2 * kGiB ? free - 2 * kGiB : 0);
   const uint64_t expert_bytes = expert_layout_.total_bytes();
-  const uint64_t others = info_.weight_bytes > expert_bytes ? info_.weight_bytes - expert_bytes : 0;
-  const uint64_t fixed = others + kv_reserve_bytes() + scratch_reserve_bytes();
-  const auto gib = [](uint64_t b) { return std::to_string(double(b) / double(kGiB)).substr(0, 5); };
-  const bool host_streams = dynamic_cast<const experts::ExpertCache*>(experts_.get()) != nullptr;
-  if (options.gpu_expert_cache == 0 && !host_streams && fixed + expert_bytes <= budget) {
-    placement_.push_back("device: every routed expert resident too (" + gib(expert_bytes) +
-                         " GiB; with the rest " + gib(fixed + expert_bytes) + " of the " +
-                         gib(budget) + " GiB device budget)");
-    return;
+  experts::DevicePlanRequest request;
+  request.budget =
+      options.vram_budget > 0 ? options.vram_budget : (free > kHeadroom ? free - kHeadroom : 0);
+  request.fixed_bytes =
+      (info_.weight_bytes > expert_bytes ? info_.weight_bytes - expert_bytes : 0) +
+      kv_reserve_bytes() + scratch_reserve_bytes();
+  request.slot_bytes = experts::DeviceExpertSlots::slot_bytes(expert_layout_);
+  request.host_streams = dynamic_cast<const experts::ExpertCache*>(experts_.get()) != nullptr;
+  request.forced_slots = options.gpu_expert_cache;
+  request.compute = options.cpu_moe   ? experts::ExpertCompute::kCpu
+                    : options.gpu_moe ? experts::ExpertCompute::kDevice
+                                      : experts::ExpertCompute::kAuto;
+  experts::DevicePlan plan = experts::plan_device_experts(expert_layout_, request);
+  if (plan.mode != experts::DevicePlan::Mode::kAllOnDevice &&
+      request.compute == experts::ExpertCompute::kAuto) {
+    // Between the device tier and the CPU: by the machine's measured rates.
+    const CalibratedRates rates =
+        calibrated_rates(info_.device, expert_type(expert_layout_), *pool_,
+                         [] { return cuda::measure_host_to_device_bytes_per_s(); });
+    request.h2d_bytes_per_s = rates.h2d_bytes_per_s;
+    request.cpu_bytes_per_s = rates.cpu_bytes_per_s;
+    plan = experts::plan_device_experts(expert_layout_, request);
+    plan.reasons.push_back(std::string("rates: ") +
+                           (rates.measured_now ? "measured now, kept in " : "from ") + rates.file);
   }
-  if (fixed >= budget) {
-    fail("backend cuda: the weights outside the experts and one session's KV cache (", gib(fixed),
-         " GiB) do not fit the device budget of ", gib(budget), " GiB (--vram-budget)");
+  placement_.insert(placement_.end(), plan.reasons.begin(), plan.reasons.end());
+  if (plan.mode == experts::DevicePlan::Mode::kSlots) {
+    experts_ = std::make_unique<experts::DeviceExpertSlots>(std::move(experts_), expert_layout_,
+                                                            *backend_, plan.n_slots);
+  } else if (plan.mode == experts::DevicePlan::Mode::kHybrid) {
+    expert_backend_ = std::make_unique<cpu::CpuBackend>(pool_.get());
   }
-  const uint64_t slot = experts::DeviceExpertSlots::slot_bytes(expert_layout_);
-  int64_t all = 0;
-  for (const experts::ExpertLayerLayout& l : expert_layout_.layers) all += l.n_expert;
-  int64_t n_slots =
-      options.gpu_expert_cache > 0 ? options.gpu_expert_cache : int64_t((budget - fixed) / slot);
-  n_slots = std::min(n_slots, all);
-  if (n_slots < expert_layout_.n_expert_used) {
-    fail("backend cuda: ", n_slots, " device expert slots of ", slot >> 20,
-         " MiB fit the budget, fewer than the ", expert_layout_.n_expert_used,
-         " experts one token uses (raise --vram-budget or --gpu-expert-cache)");
-  }
-  experts_ = std::make_unique<experts::DeviceExpertSlots>(std::move(experts_), expert_layout_,
-                                                          *backend_, n_slots);
-  placement_.push_back("device: " + std::to_string(n_slots) + " expert slots of " +
-                       std::to_string(slot >> 20) + " MiB (" + gib(uint64_t(n_slots) * slot) +
-                       " GiB) in front of the host tier, " + std::to_string(all) +
-                       " experts in all (" + gib(expert_bytes) + " GiB); the rest " + gib(fixed) +
-                       " GiB, device budget " + gib(budget) + " GiB");
 #else
   (void)options;
 #endif

@@ -36,5 +36,5 @@ def test_cpu_moe_gives_the_same_numbers(path, streamed):
     extra = ["--stream-experts"] if streamed else []
     plain, _ = evaluate(path, *extra)
     hybrid, explain = evaluate(path, "--cpu-moe", *extra)
-    assert "routed experts: computed on the CPU (--cpu-moe)" in explain
+    assert "routed experts: computed on the CPU from the host tier (--cpu-moe)" in explain
     assert hybrid == plain

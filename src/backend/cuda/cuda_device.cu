@@ -2,6 +2,8 @@
 // thrown: this unit sits below the public API and must not let CUDA failures abort the process.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_device.h"
 
 namespace sluice::cuda {
@@ -31,6 +33,34 @@ std::string describe_device(int index) {
   if (cudaGetDeviceProperties(&properties, index) != cudaSuccess) return "unknown device";
   return std::string(properties.name) + " (sm_" + std::to_string(properties.major) +
          std::to_string(properties.minor) + ")";
+}
+
+double measure_host_to_device_bytes_per_s() {
+  constexpr size_t kBytes = size_t(256) << 20;
+  void* host = nullptr;
+  void* device = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  double best = 0;
+  if (cudaMallocHost(&host, kBytes) == cudaSuccess && cudaMalloc(&device, kBytes) == cudaSuccess &&
+      cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
+    for (int i = 0; i < 4; ++i) {  // the first is a warm-up
+      float ms = 0;
+      if (cudaEventRecord(start) != cudaSuccess ||
+          cudaMemcpyAsync(device, host, kBytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaEventRecord(stop) != cudaSuccess || cudaEventSynchronize(stop) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, start, stop) != cudaSuccess) {
+        best = 0;
+        break;
+      }
+      if (i > 0 && ms > 0) best = std::max(best, double(kBytes) / (double(ms) * 1e-3));
+    }
+  }
+  if (start) cudaEventDestroy(start);
+  if (stop) cudaEventDestroy(stop);
+  if (device) cudaFree(device);
+  if (host) cudaFreeHost(host);
+  cudaGetLastError();
+  return best;
 }
 
 bool device_memory(int index, uint64_t* free_bytes, uint64_t* total_bytes) {

@@ -14,6 +14,10 @@ int device_count();
 // Name and compute capability of device `index`, e.g. "NVIDIA H200 (sm_90)".
 std::string describe_device(int index);
 
+// Host-to-device copy rate of device 0 from pinned memory (256 MiB copies, best of 3), bytes per
+// second; 0 when any CUDA call fails.
+double measure_host_to_device_bytes_per_s();
+
 // Free and total memory of device `index` in bytes; false when CUDA cannot say.
 bool device_memory(int index, uint64_t* free_bytes, uint64_t* total_bytes);
 

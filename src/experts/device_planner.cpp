@@ -1,0 +1,93 @@
+// DevicePlanner: all on the device, device slots, or the CPU computing the experts.
+#include "experts/device_planner.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "experts/planner.h"
+
+namespace sluice::experts {
+namespace {
+
+std::string milliseconds(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
+  return text;
+}
+
+std::string rate(double bytes_per_s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GB/s", bytes_per_s * 1e-9);
+  return text;
+}
+
+}  // namespace
+
+DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanRequest& r) {
+  DevicePlan plan;
+  if (r.compute == ExpertCompute::kCpu) {
+    plan.mode = DevicePlan::Mode::kHybrid;
+    plan.reasons.push_back("routed experts: computed on the CPU from the host tier (--cpu-moe)");
+    return plan;
+  }
+  const uint64_t expert_bytes = layout.total_bytes();
+  if (r.fixed_bytes >= r.budget) {
+    fail("backend cuda: the weights outside the experts and one session's KV cache (",
+         format_bytes(r.fixed_bytes), ") do not fit the device budget of ", format_bytes(r.budget),
+         " (--vram-budget)");
+  }
+  if (r.forced_slots == 0 && !r.host_streams && r.fixed_bytes + expert_bytes <= r.budget) {
+    plan.reasons.push_back("device: every routed expert resident too (" +
+                           format_bytes(expert_bytes) + "; with the rest " +
+                           format_bytes(r.fixed_bytes + expert_bytes) + " of the " +
+                           format_bytes(r.budget) + " device budget)");
+    return plan;
+  }
+  int64_t all = 0;
+  for (const ExpertLayerLayout& l : layout.layers) all += l.n_expert;
+  const int64_t fit = int64_t((r.budget - r.fixed_bytes) / std::max<uint64_t>(r.slot_bytes, 1));
+  const int64_t n_slots = std::min(r.forced_slots > 0 ? r.forced_slots : fit, all);
+
+  // Expert bytes one token needs, and how the two placements would spend on them.
+  const double token_bytes = double(layout.n_expert_used) * double(layout.n_moe_layers()) *
+                             (double(expert_bytes) / double(std::max<int64_t>(all, 1)));
+  const double miss_rate = 1.0 - double(std::max<int64_t>(n_slots, 0)) / double(all);
+  const bool rates_known = r.h2d_bytes_per_s > 0 && r.cpu_bytes_per_s > 0;
+  const double copy_s = rates_known ? token_bytes * miss_rate / r.h2d_bytes_per_s : 0;
+  const double cpu_s = rates_known ? token_bytes / r.cpu_bytes_per_s : 0;
+  const std::string comparison =
+      rates_known
+          ? "; per token " + milliseconds(cpu_s) + " of expert matvecs on the CPU at " +
+                rate(r.cpu_bytes_per_s) + " against " + milliseconds(copy_s) + " of copies at " +
+                rate(r.h2d_bytes_per_s) + " host to device with " +
+                std::to_string(int64_t(miss_rate * 100 + 0.5)) + "% misses (uniform routing)"
+          : "";
+  if (r.compute == ExpertCompute::kAuto &&
+      (n_slots < layout.n_expert_used || (rates_known && cpu_s < copy_s))) {
+    plan.mode = DevicePlan::Mode::kHybrid;
+    plan.reasons.push_back(
+        "routed experts: computed on the CPU from the host tier (hybrid), " +
+        (n_slots < layout.n_expert_used
+             ? "fewer device slots fit than one token's experts"
+             : std::string("faster than the device tier by the measured rates")) +
+        comparison);
+    return plan;
+  }
+  if (n_slots < layout.n_expert_used) {
+    fail("backend cuda: ", n_slots, " device expert slots of ", format_bytes(r.slot_bytes),
+         " fit the budget, fewer than the ", layout.n_expert_used,
+         " experts one token uses (raise --vram-budget or --gpu-expert-cache, or use --cpu-moe)");
+  }
+  plan.mode = DevicePlan::Mode::kSlots;
+  plan.n_slots = n_slots;
+  plan.reasons.push_back(
+      "device: " + std::to_string(n_slots) + " expert slots of " + format_bytes(r.slot_bytes) +
+      " (" + format_bytes(uint64_t(n_slots) * r.slot_bytes) + ") in front of the host tier, " +
+      std::to_string(all) + " experts in all (" + format_bytes(expert_bytes) + "); the rest " +
+      format_bytes(r.fixed_bytes) + ", device budget " + format_bytes(r.budget) +
+      (r.compute == ExpertCompute::kDevice ? " (--gpu-moe)" : "") + comparison);
+  return plan;
+}
+
+}  // namespace sluice::experts

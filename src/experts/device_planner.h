@@ -1,0 +1,43 @@
+// DevicePlanner: where a MoE model's routed experts go when the rest runs on a GPU. All of them
+// in device memory when they fit the device budget; else either device slots in front of the
+// host tier (GPU-tiered: misses are copied host → device) or the hybrid placement (experts
+// computed by the CPU from the host tier, llama.cpp's --cpu-moe). Between those two it chooses
+// from measured rates — host-to-device copy and the CPU's expert matvec, in bytes per second —
+// by the expert bytes one token needs: copied at the miss rate the slots leave under uniform
+// routing (real routing repeats experts, so this is the tiered side's worst case), or all read
+// by the CPU. Reads from disk are left out: both placements make the same ones. Every decision
+// comes with a line saying why (--explain).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "experts/expert_layout.h"
+
+namespace sluice::experts {
+
+enum class ExpertCompute : uint8_t { kAuto, kDevice, kCpu };  // --gpu-moe / --cpu-moe force one
+
+struct DevicePlanRequest {
+  uint64_t budget = 0;        // device memory the model may use
+  uint64_t fixed_bytes = 0;   // weights outside the experts + one session's KV and scratch
+  uint64_t slot_bytes = 0;    // one device slot (DeviceExpertSlots::slot_bytes)
+  bool host_streams = false;  // the host tier streams from disk (then slots, never all)
+  int64_t forced_slots = 0;   // --gpu-expert-cache; 0: as the budget allows
+  ExpertCompute compute = ExpertCompute::kAuto;
+  double h2d_bytes_per_s = 0;  // measured; 0: unknown (then the device tier is kept)
+  double cpu_bytes_per_s = 0;  // the CPU's expert matvec, measured; 0: unknown
+};
+
+struct DevicePlan {
+  enum class Mode : uint8_t { kAllOnDevice, kSlots, kHybrid } mode = Mode::kAllOnDevice;
+  int64_t n_slots = 0;  // kSlots
+  std::vector<std::string> reasons;
+};
+
+// Throws sluice::Error (with the figures) when the rest does not fit the budget or too few slots
+// do for one token's experts.
+DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanRequest& request);
+
+}  // namespace sluice::experts

@@ -1,0 +1,88 @@
+// The device planner: every expert on the GPU when it fits, else device slots or the CPU
+// (hybrid) by the measured rates, the user's --gpu-moe / --cpu-moe / --gpu-expert-cache obeyed,
+// and a refusal with the figures when nothing fits.
+#include "experts/device_planner.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace sluice::experts {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t(1) << 20;
+
+// 4 MoE layers of 64 experts of 2 MiB (gate, up, down), 8 used per token: 512 MiB of experts,
+// 64 MiB read per token.
+ExpertLayout layout() {
+  ExpertLayout l;
+  l.n_expert_used = 8;
+  l.layers.resize(5);  // layer 0 dense
+  for (size_t il = 1; il < l.layers.size(); ++il) {
+    l.layers[il].n_expert = 64;
+    for (ExpertPart p : {ExpertPart::kGate, ExpertPart::kUp, ExpertPart::kDown}) {
+      l.layers[il].parts[size_t(p)].expert_bytes = 2 * kMiB / 3 + (p == ExpertPart::kDown ? 2 : 1);
+    }
+  }
+  return l;
+}
+
+DevicePlanRequest request(uint64_t budget_mib) {
+  DevicePlanRequest r;
+  r.budget = budget_mib * kMiB;
+  r.fixed_bytes = 100 * kMiB;
+  r.slot_bytes = 2 * kMiB + 512;
+  return r;
+}
+
+TEST(DevicePlanner, EveryExpertOnTheDeviceWhenTheyFit) {
+  const DevicePlan plan = plan_device_experts(layout(), request(1024));
+  EXPECT_EQ(plan.mode, DevicePlan::Mode::kAllOnDevice);
+  ASSERT_EQ(plan.reasons.size(), 1u);
+  EXPECT_NE(plan.reasons[0].find("every routed expert resident too"), std::string::npos);
+}
+
+TEST(DevicePlanner, SlotsWhenTheHostStreamsOrTheUserAsks) {
+  DevicePlanRequest r = request(1024);
+  r.host_streams = true;
+  EXPECT_EQ(plan_device_experts(layout(), r).mode, DevicePlan::Mode::kSlots);
+  EXPECT_EQ(plan_device_experts(layout(), r).n_slots, 256);  // all there are
+  r.forced_slots = 40;
+  EXPECT_EQ(plan_device_experts(layout(), r).n_slots, 40);
+}
+
+// 300 MiB of budget: 200 MiB hold 99 slots of 256 experts, 61% misses, ~39 MiB of copies per
+// token. At 20 GB/s that is ~2 ms; the CPU reading 64 MiB at 50 GB/s ~1.3 ms wins, at 20 GB/s
+// (3.4 ms) it loses.
+TEST(DevicePlanner, ChoosesBetweenSlotsAndTheCpuByTheMeasuredRates) {
+  DevicePlanRequest r = request(300);
+  r.h2d_bytes_per_s = 20e9;
+  r.cpu_bytes_per_s = 50e9;
+  DevicePlan plan = plan_device_experts(layout(), r);
+  EXPECT_EQ(plan.mode, DevicePlan::Mode::kHybrid);
+  EXPECT_NE(plan.reasons[0].find("faster than the device tier"), std::string::npos)
+      << plan.reasons[0];
+  r.cpu_bytes_per_s = 20e9;
+  plan = plan_device_experts(layout(), r);
+  EXPECT_EQ(plan.mode, DevicePlan::Mode::kSlots);
+  EXPECT_EQ(plan.n_slots, 99);
+  r.cpu_bytes_per_s = 50e9;
+  r.compute = ExpertCompute::kDevice;  // --gpu-moe
+  EXPECT_EQ(plan_device_experts(layout(), r).mode, DevicePlan::Mode::kSlots);
+  r.compute = ExpertCompute::kCpu;  // --cpu-moe, even where everything would fit
+  EXPECT_EQ(plan_device_experts(layout(), request(4096)).mode, DevicePlan::Mode::kAllOnDevice);
+  DevicePlanRequest cpu = request(4096);
+  cpu.compute = ExpertCompute::kCpu;
+  EXPECT_EQ(plan_device_experts(layout(), cpu).mode, DevicePlan::Mode::kHybrid);
+}
+
+TEST(DevicePlanner, TooFewSlotsGoToTheCpuOrAreRefused) {
+  DevicePlanRequest r = request(110);  // 10 MiB: 4 slots, fewer than one token's 8 experts
+  EXPECT_EQ(plan_device_experts(layout(), r).mode, DevicePlan::Mode::kHybrid);
+  r.compute = ExpertCompute::kDevice;
+  EXPECT_THROW(plan_device_experts(layout(), r), Error);
+  EXPECT_THROW(plan_device_experts(layout(), request(90)), Error);  // the rest does not fit
+}
+
+}  // namespace
+}  // namespace sluice::experts
