@@ -3,6 +3,7 @@
 #include "io/output_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +42,12 @@ void write_all(int fd, std::span<const uint8_t> bytes, const std::string& what) 
 
 OutputFile::OutputFile(std::string path)
     : path_(std::move(path)), temp_path_(temp_name_for(path_)) {
+  // The rename would replace whatever is there: never a device (`-o /dev/null` run as root once
+  // replaced the device with a file), a directory or anything else but a file.
+  struct stat existing {};
+  if (::stat(path_.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
+    fail("io: ", path_, " exists and is not a regular file; it is not replaced");
+  }
   fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("io: cannot create ", temp_path_, ": ", std::strerror(errno));
   buffer_.reserve(kBufferBytes);

@@ -12,7 +12,8 @@ namespace sluice {
 
 class OutputFile {
  public:
-  // Creates `<path>.tmp.<pid>.<n>` next to `path`; throws naming the path on failure.
+  // Creates `<path>.tmp.<pid>.<n>` next to `path`; throws naming the path on failure, or when
+  // `path` exists and is not a regular file (a device such as /dev/null, a directory).
   explicit OutputFile(std::string path);
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;

@@ -75,5 +75,19 @@ TEST_F(IoTest, EmptyFileAndUncommittedOutput) {
   EXPECT_TRUE(file.bytes().empty());
 }
 
+// Only a regular file is replaced: a directory or a device at the path is refused untouched.
+TEST_F(IoTest, OutputNeverReplacesWhatIsNotAFile) {
+  fs::create_directory(path("dir"));
+  EXPECT_THROW(OutputFile(path("dir")), Error);
+  EXPECT_TRUE(fs::is_directory(path("dir")));
+  EXPECT_THROW(OutputFile("/dev/null"), Error);
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  std::ofstream(path("old.bin")) << "old";
+  OutputFile out(path("old.bin"));
+  out.write("new", 3);
+  out.commit();
+  EXPECT_EQ(fs::file_size(path("old.bin")), 3u);
+}
+
 }  // namespace
 }  // namespace sluice
