@@ -300,6 +300,8 @@ def test_capabilities(url):
     assert model["context_length"] == 4096  # the --ctx default
     assert model["parallel"] == 4
     assert model["chat_template"] is True
+    # The backend the forwards run on (auto: CUDA with a device, else the CPU), not the option.
+    assert model["backend"] in ("cpu", "cuda")
 
 
 def test_sse_stream_ends_with_done(url):
