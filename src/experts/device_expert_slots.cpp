@@ -58,8 +58,7 @@ void DeviceExpertSlots::acquire(int64_t layer, std::span<const int32_t> ids) {
       host_ids_.push_back(id);
       continue;
     }
-    pinned_[size_t(found->second)] = 1;
-    last_use_[size_t(found->second)] = tick_;
+    pin(found->second);
     ++counters_.hits;
   }
   if (!host_ids_.empty()) host_->acquire(layer, host_ids_);
@@ -89,8 +88,7 @@ ExpertWeights DeviceExpertSlots::wait(int64_t layer, int32_t id) {
   if (owner_[size_t(slot)] >= 0) slot_.erase(uint64_t(owner_[size_t(slot)]));
   owner_[size_t(slot)] = int64_t(key(layer, id));
   slot_[key(layer, id)] = slot;
-  pinned_[size_t(slot)] = 1;
-  last_use_[size_t(slot)] = tick_;
+  pin(slot);
   const ExpertLayerLayout& l = layout_.layers[size_t(layer)];
   uint8_t* at = arena_.data() + uint64_t(slot) * slot_bytes_;
   for (size_t p = 0; p < kExpertParts; ++p) {
@@ -104,8 +102,15 @@ ExpertWeights DeviceExpertSlots::wait(int64_t layer, int32_t id) {
   return views(layer, slot);
 }
 
+void DeviceExpertSlots::pin(int64_t slot) {
+  pinned_[size_t(slot)] = 1;
+  pinned_slots_.push_back(slot);
+  last_use_[size_t(slot)] = tick_;
+}
+
 void DeviceExpertSlots::release(int64_t layer) {
-  std::fill(pinned_.begin(), pinned_.end(), uint8_t{0});
+  for (int64_t slot : pinned_slots_) pinned_[size_t(slot)] = 0;
+  pinned_slots_.clear();
   if (!host_ids_.empty()) host_->release(layer);
   host_ids_.clear();
 }

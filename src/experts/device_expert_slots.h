@@ -51,6 +51,7 @@ class DeviceExpertSlots final : public ExpertSource {
   static uint64_t key(int64_t layer, int32_t id) { return (uint64_t(layer) << 32) | uint32_t(id); }
   ExpertWeights views(int64_t layer, int64_t slot) const;
   int64_t victim() const;
+  void pin(int64_t slot);
 
   std::unique_ptr<ExpertSource> host_;
   const ExpertLayout& layout_;
@@ -61,6 +62,7 @@ class DeviceExpertSlots final : public ExpertSource {
   std::vector<int64_t> owner_;                  // [n_slots] key held, -1: empty
   std::vector<uint64_t> last_use_;              // [n_slots] tick of the last acquire
   std::vector<uint8_t> pinned_;                 // [n_slots] by the current acquire
+  std::vector<int64_t> pinned_slots_;           // which those are (release clears only them)
   std::vector<int32_t> host_ids_;               // the current acquire's device misses
   uint64_t tick_ = 0;
   DeviceSlotCounters counters_;
