@@ -44,8 +44,10 @@ def tiny_moe(tmp_path_factory):
 
 @pytest.mark.parametrize("tier", [["--gpu-expert-cache", "4"], ["--gpu-expert-cache", "9"],
                                   ["--stream-experts", "--ram-budget", "64M",
-                                   "--gpu-expert-cache", "9"]],
-                         ids=["4-slots", "9-slots", "streamed-9-slots"])
+                                   "--gpu-expert-cache", "9"],
+                                  ["--stream-experts", "--ram-budget", "64M",
+                                   "--gpu-expert-cache", "9", "--no-prefetch"]],
+                         ids=["4-slots", "9-slots", "streamed-9-slots", "streamed-no-prefetch"])
 def test_device_slots_do_not_change_the_numbers(tiny_moe, tier):
     assert evaluate(tiny_moe, *tier) == evaluate(tiny_moe)
 
