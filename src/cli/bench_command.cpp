@@ -109,12 +109,15 @@ std::string report(const BenchArgs& args, const ModelInfo& info, const Series& p
                    const Series& tg) {
   if (args.json) {
     return "{\"model\": \"" + escaped(args.model) + "\", \"architecture\": \"" +
-           escaped(info.architecture) + "\", \"threads\": " + std::to_string(args.engine.threads) +
-           ", \"kv\": \"" + args.engine.kv +
-           "\", \"repetitions\": " + std::to_string(args.repetitions) +
+           escaped(info.architecture) + "\", \"backend\": \"" + escaped(info.backend) +
+           "\", \"device\": \"" + escaped(info.device) +
+           "\", \"threads\": " + std::to_string(args.engine.threads) + ", \"kv\": \"" +
+           args.engine.kv + "\", \"repetitions\": " + std::to_string(args.repetitions) +
            ", \"pp\": " + series_json(pp) + ", \"tg\": " + series_json(tg) + "}\n";
   }
-  std::string out = info.name + " (" + info.architecture + "), threads " +
+  std::string out = info.name + " (" + info.architecture + "), " +
+                    (info.device.empty() ? info.backend : info.backend + " on " + info.device) +
+                    ", threads " +
                     (args.engine.threads ? std::to_string(args.engine.threads) : "auto") + ", kv " +
                     args.engine.kv + ", " + std::to_string(args.repetitions) + " repetitions\n";
   char line[128];

@@ -221,3 +221,12 @@ def test_bad_device_options_are_bad_usage(args):
     result = sluice("eval", "--model", MODEL, "--tokens", "1", *args)
     assert result.returncode in (1, 2), result.stderr.decode()
     assert len(result.stderr.decode().strip().splitlines()) == 1, result.stderr.decode()
+
+
+def test_bench_json_names_the_backend_it_ran_on():
+    result = sluice("bench", "-m", MODEL, "-p", "8", "-n", "2", "-r", "1", "--json", "--backend",
+                    "cpu")
+    assert result.returncode == 0, result.stderr.decode()
+    report = json.loads(result.stdout)
+    assert (report["backend"], report["device"]) == ("cpu", "")
+    assert report["pp"]["n"] == 8 and report["tg"]["n"] == 2
