@@ -105,8 +105,7 @@ void LoadedModel::choose_backend(const ModelOptions& options) {
     info_.backend = "cuda";
     info_.device = cuda::describe_device(0);
     reason = "backend: cuda on " + info_.device +
-             " (weights, activations and KV cache in device "
-             "memory)";
+             " (weights, activations and KV cache in device memory)";
     place_experts_on_device(options);
   }
 #endif
@@ -127,7 +126,6 @@ void LoadedModel::choose_backend(const ModelOptions& options) {
   }
 }
 
-// One session of min(4096, n_ctx_train) tokens in F16.
 void LoadedModel::forward(const model::ForwardRequest& request) {
   using Clock = std::chrono::steady_clock;
   const int64_t n = int64_t(request.tokens.size());
@@ -158,6 +156,7 @@ void LoadedModel::forward(const model::ForwardRequest& request) {
   }
 }
 
+// One session of min(4096, n_ctx_train) tokens in F16.
 uint64_t LoadedModel::kv_reserve_bytes() const {
   const int64_t n_ctx = std::min<int64_t>(4096, info_.n_ctx_train);
   uint64_t bytes = 0;
@@ -173,7 +172,8 @@ uint64_t LoadedModel::scratch_reserve_bytes() const {
 }
 
 // The device tier of the routed experts: all of them in device memory when they fit the budget
-// (the backend copies each on first use), else slots in front of the host tier.
+// (the backend copies each on first use), else slots in front of the host tier or the CPU
+// computing them, as experts/device_planner decides from the calibrated rates.
 void LoadedModel::place_experts_on_device(const ModelOptions& options) {
 #if SLUICE_HAVE_CUDA
   if (expert_layout_.empty()) return;
