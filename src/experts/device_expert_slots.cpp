@@ -116,11 +116,11 @@ void DeviceExpertSlots::release(int64_t layer) {
 }
 
 void DeviceExpertSlots::prefetch(int64_t layer, std::span<const int32_t> ids) {
-  std::vector<int32_t> wanted;
+  prefetch_ids_.clear();
   for (int32_t id : ids) {
-    if (slot_.count(key(layer, id)) == 0) wanted.push_back(id);
+    if (slot_.count(key(layer, id)) == 0) prefetch_ids_.push_back(id);
   }
-  if (!wanted.empty()) host_->prefetch(layer, wanted);
+  if (!prefetch_ids_.empty()) host_->prefetch(layer, prefetch_ids_);
 }
 
 size_t DeviceExpertSlots::max_acquire() const {

@@ -64,6 +64,7 @@ class DeviceExpertSlots final : public ExpertSource {
   std::vector<uint8_t> pinned_;                 // [n_slots] by the current acquire
   std::vector<int64_t> pinned_slots_;           // which those are (release clears only them)
   std::vector<int32_t> host_ids_;               // the current acquire's device misses
+  std::vector<int32_t> prefetch_ids_;           // a prefetch's guesses not on the device
   uint64_t tick_ = 0;
   DeviceSlotCounters counters_;
 };
