@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/expert_selection.h"
 #include "quant/qtype.h"
 
 namespace sluice {
@@ -25,6 +26,20 @@ struct MatrixView {
   const void* data = nullptr;
   int64_t n_cols = 0;  // GGUF ne[0]: the reduction length
   int64_t n_rows = 0;  // GGUF ne[1]: outputs
+};
+
+// Same-shaped matrices one after another (one part of a layer's routed experts, or a device's
+// expert slots): matrix i at data + i * stride bytes, i < count.
+struct ExpertStack {
+  QType type = QType::F32;
+  const void* data = nullptr;
+  int64_t stride = 0;  // bytes
+  int64_t count = 0;
+  int64_t n_cols = 0;
+  int64_t n_rows = 0;
+  MatrixView matrix(int64_t i) const {
+    return {type, static_cast<const char*>(data) + i * stride, n_cols, n_rows};
+  }
 };
 
 enum class RopeStyle : uint8_t {
@@ -124,7 +139,7 @@ class Backend {
   // Each row of x [n_rows, n_cols] becomes its softmax, in place (the MoE router's gate).
   virtual void softmax_rows(float* x, int64_t n_rows, int64_t n_cols) = 0;
 
-  // MoE gather / scatter, rows of n_cols floats; `rows` and `weights` are host memory.
+  // MoE gather / scatter, rows of n_cols floats; `rows` are host memory.
   // dst[i, :] = src[rows[i], :] for i < n.
   virtual void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
                            float* dst) = 0;
@@ -132,9 +147,30 @@ class Backend {
   virtual void scatter_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
                             float* dst) = 0;
   // out[t, :] = sum over c of weights[t, c] * y[t, c, :] for t < n_tokens, c < k: each product
-  // rounded, then added in the order c = 0, 1, … (llama.cpp's MoE combine). y: [n_tokens, k, n].
+  // rounded, then added in the order c = 0, 1, … (llama.cpp's MoE combine). y: [n_tokens, k, n];
+  // weights: backend memory.
   virtual void weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k,
                             int64_t n, float* out) = 0;
+
+  // Routed experts without host round trips (a GPU's MoE decode) and grouped (its prefill).
+  // select_experts: for t < n_tokens, the experts select_top_experts and weigh_chosen_experts
+  // (expert_selection.h; softmax_chosen false) pick from probs[t, :] [n_expert], into
+  // selected[t, :] and weights[t, :] [n_expert_used]. probs, selected and weights are backend
+  // memory; bias [n_expert] is a weight (host memory that never changes allowed) or nullptr.
+  virtual void select_experts(const float* probs, const float* bias, int64_t n_tokens,
+                              const ExpertSelection& s, int32_t* selected, float* weights) = 0;
+  // y[c, :] = stack.matrix(ids[c]) x_c for c < n: x_c is row 0 of x when shared_input (gate and
+  // up of one token), row c otherwise (down). ids: backend memory. The same numbers as a matmul
+  // of each matrix on its one row.
+  virtual void matmul_experts(const ExpertStack& stack, const int32_t* ids, int64_t n,
+                              const float* x, bool shared_input, float* y) = 0;
+  // For g < n_groups: rows offsets[g] .. offsets[g + 1] of x multiplied by stack.matrix(ids[g])
+  // into the same rows of y [offsets[n_groups], n_rows] (the rows routed to one expert made
+  // contiguous). ids and offsets: host lists. The numbers of a batched matmul per group (a GPU
+  // takes its many-token path for every group, so they may differ from matmul's for ≤ 8 rows).
+  virtual void matmul_expert_groups(const ExpertStack& stack, const int32_t* ids,
+                                    const int64_t* offsets, int64_t n_groups, const float* x,
+                                    float* y) = 0;
 
   // Whether the backend's memory is host memory (the CPU): then a pointer from allocate() may
   // also be read and written directly, and upload / download are plain copies.

@@ -49,6 +49,24 @@ ExpertWeights DeviceExpertSlots::views(int64_t layer, int64_t slot) const {
   return weights;
 }
 
+bool DeviceExpertSlots::stack(int64_t layer, ExpertPart p, ExpertStack& out) const {
+  const ExpertLayerLayout& l = layout_.layers[size_t(layer)];
+  if (!l.part(p).present()) return false;
+  uint64_t offset = 0;  // the part's place in a slot, as views() lays the parts out
+  for (size_t q = 0; q < size_t(p); ++q) offset += aligned(l.parts[q].expert_bytes);
+  const ExpertTensor& part = l.part(p);
+  out = {part.type,  arena_.data() + offset, int64_t(slot_bytes_), n_slots(), part.n_cols,
+         part.n_rows};
+  return true;
+}
+
+int32_t DeviceExpertSlots::stack_index(int64_t layer, int32_t id) const {
+  const auto found = slot_.find(key(layer, id));
+  if (found == slot_.end())
+    fail("device expert slots: expert ", id, " of layer ", layer, " is not in a slot");
+  return int32_t(found->second);
+}
+
 void DeviceExpertSlots::acquire(int64_t layer, std::span<const int32_t> ids) {
   ++tick_;
   host_ids_.clear();

@@ -40,6 +40,9 @@ class DeviceExpertSlots final : public ExpertSource {
   void prefetch(int64_t layer, std::span<const int32_t> ids) override;
   size_t max_acquire() const override;
   bool wants_prefetch() const override { return host_->wants_prefetch(); }
+  // Each part is a stack over the slots (stride: one slot), indexed by slot.
+  bool stack(int64_t layer, ExpertPart part, ExpertStack& out) const override;
+  int32_t stack_index(int64_t layer, int32_t id) const override;
   void end_step() override { host_->end_step(); }
   const ExpertStats& stats() const override { return host_->stats(); }
 

@@ -37,6 +37,15 @@ class ExpertSource {
   virtual size_t max_acquire() const { return SIZE_MAX; }
   // Whether prefetch hints are worth computing (a cache that reads from disk).
   virtual bool wants_prefetch() const { return false; }
+  // Stacks (backend.h's ExpertStack: same-shaped matrices at a fixed stride), which a GPU's MoE
+  // multiplies by index, many experts per launch. stack() gives part `part` of `layer`'s experts
+  // as one stack, or false when the source keeps no such stack (views one by one only); an
+  // acquired expert's matrix is then stack.matrix(stack_index(layer, id)) — after wait() for a
+  // source that loads. always_in_stack(): every expert sits in its stack at index id, nothing
+  // to acquire or wait for, so the choice of experts may stay on the backend.
+  virtual bool stack(int64_t, ExpertPart, ExpertStack&) const { return false; }
+  virtual int32_t stack_index(int64_t, int32_t id) const { return id; }
+  virtual bool always_in_stack() const { return false; }
   // Marks the end of one forward step (a decode token or a prefill chunk) for telemetry.
   virtual void end_step() {}
 

@@ -24,6 +24,21 @@ ExpertWeights ResidentExperts::wait(int64_t layer, int32_t id) {
   return weights;
 }
 
+bool ResidentExperts::stack(int64_t layer, ExpertPart p, ExpertStack& out) const {
+  const ExpertLayerLayout& l = layout_.layers[size_t(layer)];
+  const ExpertTensor& part = l.part(p);
+  if (!part.present() || !part.expert_offsets.empty() || !part.expert_files.empty()) return false;
+  File& file = *layout_.files[part.file_index];
+  const uint64_t bytes = uint64_t(l.n_expert - 1) * part.expert_stride + part.expert_bytes;
+  out = {part.type,
+         file.view(part.offset, bytes).data(),
+         int64_t(part.expert_stride),
+         l.n_expert,
+         part.n_cols,
+         part.n_rows};
+  return true;
+}
+
 void ResidentExperts::end_step() {
   stats_.close_step();
 }

@@ -59,6 +59,14 @@ class LanguageModel {
   virtual bool runs_on_device() const { return false; }
   // Where the routed experts live (streamed or viewed by an ExpertSource); empty when dense.
   virtual const experts::ExpertLayout& expert_layout() const { return no_experts_; }
+  // Whether a one-token forward on `backend` reads data back to the host before its end (a MoE
+  // router choosing on the host), which a recorded step cannot (Backend::begin_recorded_step).
+  // experts / expert_backend as the forward's request will have them.
+  virtual bool decode_reads_host(const Backend& backend, const experts::ExpertSource* experts,
+                                 const Backend* expert_backend) const {
+    (void)backend, (void)experts, (void)expert_backend;
+    return !expert_layout().empty();
+  }
   virtual void forward(Backend& backend, const ForwardRequest& request) = 0;
 
  private:

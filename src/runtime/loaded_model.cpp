@@ -131,7 +131,8 @@ void LoadedModel::forward(const model::ForwardRequest& request) {
   const int64_t n = int64_t(request.tokens.size());
   // A decode step after a decode step (the one before met every buffer size and weight).
   const bool decode =
-      experts_ == nullptr && request.observer == nullptr && n == 1 && last_step_tokens_ == 1;
+      request.observer == nullptr && n == 1 && last_step_tokens_ == 1 &&
+      !language_model_->decode_reads_host(*backend_, experts_.get(), expert_backend_.get());
   last_step_tokens_ = n;
   model::ForwardRequest with_experts = request;
   with_experts.expert_backend = expert_backend_.get();
@@ -144,7 +145,10 @@ void LoadedModel::forward(const model::ForwardRequest& request) {
       return;
     } catch (const Error&) {
       // Something the recording cannot hold (a buffer growing, a weight met for the first
-      // time): nothing ran, so the step runs again as it is, untimed.
+      // time) or a step that differs from the one being replayed (another attention span
+      // bucket, another cache): nothing ran on the device — a replay only checks the ops and
+      // stages their data — so the step runs again as it is, untimed; the backend has dropped
+      // the recording, and the next recorded step captures anew.
       backend_->abort_recorded_step();
       language_model_->forward(*backend_, with_experts);
       return;

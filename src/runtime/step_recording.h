@@ -1,9 +1,11 @@
 // StepRecording: whether recording decode steps (a backend's recorded steps: CUDA graphs) pays
-// off for this model, found by measuring. A recorded step is recorded anew every token, on the
-// host, before the GPU starts; a step launched op by op lets the host run ahead of the GPU. So
-// small models gain from recording and large ones lose (H200: SmolLM2 and Gemma 3 270M +10–30%,
-// a Llama 3.1 8B-shaped model −10%, docs/BENCHMARKS.md). The first decode steps alternate
-// between the two, timed; then the one with the lower median time is kept.
+// off for this model, found by measuring. A recorded step is captured once and then replayed
+// (the backend checks each step's ops against the recording on the host and relaunches the
+// graph), so what is timed is the replay; a step launched op by op lets the host run ahead of
+// the GPU instead. Small models gain from recording; large ones may not (docs/BENCHMARKS.md).
+// The first decode steps are timed in blocks, because a plain step drops the recording and
+// alternating would make every recorded step a capture: kTrials + 1 recorded steps (the first,
+// the capture, not timed), then kTrials plain ones; then the kind with the lower median is kept.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +23,7 @@ class StepRecording {
   void observe(bool recorded, double seconds);
 
  private:
+  bool capture_seen_ = false;  // the block's first recorded step (the capture) went by
   std::vector<double> recorded_, plain_;
 };
 

@@ -235,7 +235,7 @@ TEST_F(CudaModelOpsTest, QueuedGathersKeepTheirOwnRowLists) {
 }
 
 // weighted_sum: products rounded, summed in choice order, as CpuBackend: bit equal. Weights
-// like a router's (0..1); 40 tokens × 8 exceeds the parameter list (scratch path).
+// like a router's (0..1), in device memory.
 TEST_F(CudaModelOpsTest, WeightedSumMatchesTheCpuBitForBit) {
   for (int64_t k : {1, 2, 8}) {
     for (int64_t n_tokens : {1, 3, 40}) {
@@ -247,8 +247,9 @@ TEST_F(CudaModelOpsTest, WeightedSumMatchesTheCpuBitForBit) {
         std::vector<float> expected(size_t(n_tokens * n));
         cpu_.weighted_sum(y.data(), weights.data(), n_tokens, k, n, expected.data());
         auto dy = on_device(y);
+        auto dweights = on_device(weights);
         auto dout = poisoned(expected.size() * sizeof(float));
-        gpu_->weighted_sum(dy->as(), weights.data(), n_tokens, k, n, dout->as());
+        gpu_->weighted_sum(dy->as(), dweights->as(), n_tokens, k, n, dout->as());
         expect_bits(fetch(*dout, expected.size()), expected, "weighted_sum " + what);
       }
     }

@@ -3,8 +3,10 @@
     (`sluice synth -g tiny-moe`: 4 layers × 16 experts, 4 used) gives bit for bit the same
     logits and greedy tokens with every expert on the GPU, with device slots fewer than the
     experts (4, 9), and with the experts streamed from disk through host slots into device slots;
-  - recorded decode steps (CUDA graphs) give what plain launches give: `SLUICE_CUDA_GRAPHS=0`
-    against the default, which records or not as measuring says (both within 16 greedy steps).
+  - recorded decode steps (CUDA graphs, replayed without re-recording) give what plain launches
+    give: `SLUICE_CUDA_GRAPHS=0` against the default, which records or not as measuring says
+    (both within 16 greedy steps) — for a dense model, and for the tiny MoE with every expert on
+    the GPU, whose decode chooses its experts on the device and so is recorded too.
 """
 import json
 import os
@@ -58,3 +60,8 @@ def test_recorded_decode_steps_equal_plain_ones(tiny_moe):
         pytest.skip(f"{model} is absent")
     plain = evaluate(model, env=dict(os.environ, SLUICE_CUDA_GRAPHS="0"))
     assert evaluate(model) == plain
+
+
+def test_recorded_moe_decode_steps_equal_plain_ones(tiny_moe):
+    plain = evaluate(tiny_moe, env=dict(os.environ, SLUICE_CUDA_GRAPHS="0"))
+    assert evaluate(tiny_moe) == plain

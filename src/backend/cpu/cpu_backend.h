@@ -44,6 +44,13 @@ class CpuBackend final : public Backend {
                     float* dst) override;
   void weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
                     float* out) override;
+  // cpu_expert_ops.cpp: the routed experts' selection and products, one matmul per matrix.
+  void select_experts(const float* probs, const float* bias, int64_t n_tokens,
+                      const ExpertSelection& s, int32_t* selected, float* weights) override;
+  void matmul_experts(const ExpertStack& stack, const int32_t* ids, int64_t n, const float* x,
+                      bool shared_input, float* y) override;
+  void matmul_expert_groups(const ExpertStack& stack, const int32_t* ids, const int64_t* offsets,
+                            int64_t n_groups, const float* x, float* y) override;
   void* allocate(size_t bytes) override;
   void deallocate(void* p) noexcept override;
   void upload(void* dst, const void* host, size_t bytes) override;
@@ -76,6 +83,7 @@ class CpuBackend final : public Backend {
                     int64_t n_tokens);
 
   ThreadPool* pool_;
+  SelectionScratch selection_;              // select_experts' buffers
   std::vector<uint8_t> activations_;        // [n_tokens, activation row bytes] of the last matmul
   std::vector<float> activation_scales_;    // [n_tokens, n_blocks, 2] d and s of those blocks
   std::vector<uint8_t> tiled_activations_;  // matmul_tiled's packed copy of `activations_`

@@ -8,6 +8,10 @@
 // range is split over blocks (split-K flash-decoding): each writes its partial (max, sum,
 // accumulator) and combine_kernel merges them, adds the attention sink and divides.
 //
+// Decode-sized calls plan that split for the visible span rounded up to kAttentionSpanBucket
+// cells and may read their position from the device (cuda_ops.h): a recorded step's graph then
+// serves every position of a bucket; the splits past the real end find no cell and are weighed 0.
+//
 // The CPU reference rounds differently (F16 decode: query and accumulator in half; prefill:
 // polynomial exp per 64-cell tile), so results agree within a tolerance, not bit for bit; the
 // float32 accumulation here is at least as accurate (tests/backend/cuda_backend_test.cpp).
@@ -19,6 +23,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_math.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_step_graph.h"
 
 namespace sluice::cuda {
 namespace {
@@ -70,11 +75,13 @@ __global__ void attention_kernel(AttentionParams p) {
     }
   }
 
-  // The cells this block's rows see, and this split's share of them.
+  // The cells this block's rows see, and this split's share of them (none past the real end
+  // when the split was planned for a longer span: the tile loop does not run).
+  const int64_t pos0 = first_position(p);
   const int64_t t_first = row0 / p.group;
   const int64_t t_last = min(row0 + R - 1, rows_total - 1) / p.group;
-  const int64_t block_lo = first_visible(p, p.pos0 + t_first);
-  const int64_t block_hi = p.pos0 + t_last;
+  const int64_t block_lo = first_visible(p, pos0 + t_first);
+  const int64_t block_hi = pos0 + t_last;
   const int64_t lo = block_lo + int64_t(blockIdx.z) * p.split_len;
   const int64_t hi = min(block_hi, lo + p.split_len - 1);
 
@@ -87,7 +94,7 @@ __global__ void attention_kernel(AttentionParams p) {
     const int64_t row = row0 + warp * kRowsPerWarp + i;
     valid[i] = warp * kRowsPerWarp + i < R && row < rows_total;
     const int64_t t = row / p.group;
-    row_pos[i] = p.pos0 + t;
+    row_pos[i] = pos0 + t;
     row_first[i] = first_visible(p, row_pos[i]);
     out_row[i] = t * p.n_head + kv_head * p.group + row % p.group;
     max_score[i] = -INFINITY;
@@ -229,7 +236,8 @@ __global__ void combine_kernel(AttentionParams p) {
 }
 
 __global__ void store_rows_half(const float* src, __half* cells, int64_t row, int64_t n_tokens,
-                                int64_t pos0, int64_t capacity) {
+                                int64_t pos0, const int64_t* pos0_slot, int64_t capacity) {
+  if (pos0_slot != nullptr) pos0 = *pos0_slot;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_tokens * row;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / row;
@@ -238,12 +246,49 @@ __global__ void store_rows_half(const float* src, __half* cells, int64_t row, in
 }
 
 __global__ void store_rows_float(const float* src, float* cells, int64_t row, int64_t n_tokens,
-                                 int64_t pos0, int64_t capacity) {
+                                 int64_t pos0, const int64_t* pos0_slot, int64_t capacity) {
+  if (pos0_slot != nullptr) pos0 = *pos0_slot;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n_tokens * row;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / row;
     cells[((pos0 + t) % capacity) * row + i % row] = src[i];
   }
+}
+
+// Cells visible to the call's tokens: from the first token's window start to the last token.
+int64_t visible_span(int64_t pos0, int64_t n_tokens, int64_t window) {
+  const int64_t first_cell = window > 0 ? std::max<int64_t>(0, pos0 - window + 1) : 0;
+  return pos0 + n_tokens - first_cell;
+}
+
+// The spans a split plan must serve: the call's own for prefill-sized calls; for decode-sized
+// ones every span of its bucket (cuda_ops.h), so that the plan — the grid a recorded graph holds
+// — is the same for all of them. The number of splits is chosen for the bucket's shortest span
+// (no more blocks than it would want; the first bucket gets one split, as a short span always
+// had), their length for the longest (so that they cover it); for spans short of the longest
+// the last splits find fewer cells, or none.
+struct PlannedSpan {
+  int64_t shortest, longest;
+};
+PlannedSpan planned_span(int64_t pos0, int64_t n_tokens, int64_t window) {
+  const int64_t span = visible_span(pos0, n_tokens, window);
+  if (!attention_position_on_device(n_tokens)) return {span, span};
+  const int64_t longest =
+      (span + kAttentionSpanBucket - 1) / kAttentionSpanBucket * kAttentionSpanBucket;
+  return {longest - kAttentionSpanBucket + 1, longest};
+}
+
+// n_splits and split_len (a multiple of `tile`) for `span`: `wanted` splits, but at least
+// `min_tiles` tiles each.
+void plan_splits(AttentionParams& p, const PlannedSpan& span, int64_t wanted, int64_t tile,
+                 int64_t min_tiles) {
+  int64_t n_splits =
+      std::clamp<int64_t>(std::min(wanted, span.shortest / (min_tiles * tile)), 1, kMaxSplits);
+  int64_t split_len = (span.longest + n_splits - 1) / n_splits;
+  split_len = (split_len + tile - 1) / tile * tile;
+  n_splits = (span.longest + split_len - 1) / split_len;
+  p.n_splits = int(n_splits);
+  p.split_len = split_len;
 }
 
 size_t shared_bytes(int rows, int64_t dk, int64_t dv) {
@@ -268,10 +313,14 @@ void launch_typed(const AttentionParams& params, dim3 grid, size_t shared, cudaS
 }
 
 // Split partials live in `scratch`: [rows, n_splits, dv] accumulators, then (max, sum) pairs.
-void reserve_partials(AttentionParams& p, DeviceBuffer& scratch) {
+// Growing frees the old allocation, which kernels captured earlier in a recorded step may use:
+// refused while capturing.
+void reserve_partials(AttentionParams& p, DeviceBuffer& scratch, cudaStream_t stream) {
   const size_t rows_out = size_t(p.n_tokens * p.n_head * p.n_splits);
   const size_t acc_floats = rows_out * size_t(p.dv);
-  scratch.reserve(sizeof(float) * (acc_floats + 2 * rows_out));
+  const size_t bytes = sizeof(float) * (acc_floats + 2 * rows_out);
+  if (scratch.size() < bytes) refuse_growth_while_capturing(stream, "the attention split scratch");
+  scratch.reserve(bytes);
   p.partial_acc = scratch.as<float>();
   p.partial_stat = p.partial_acc + acc_floats;
 }
@@ -285,27 +334,20 @@ void launch_combine(const AttentionParams& p, cudaStream_t stream) {
 // Decode over F16 cells (cuda_attention_decode.cu): about eight blocks per multiprocessor, so
 // that enough 16-byte loads are in flight to run at memory bandwidth, and at least two tiles per
 // split so that the partials stay a small fraction of the cache bytes.
+// The split is planned for the span's bucket (planned_span), whatever the position.
 void launch_decode(AttentionParams p, const AttentionDevice& device, DeviceBuffer& scratch,
                    cudaStream_t stream) {
   const int64_t rows_total = p.n_tokens * p.group;
   p.rows_per_block = kDecodeRows;
   const int64_t row_blocks = (rows_total + p.rows_per_block - 1) / p.rows_per_block;
-  const int64_t first_cell = p.window > 0 ? std::max<int64_t>(0, p.pos0 - p.window + 1) : 0;
-  const int64_t span = p.pos0 + p.n_tokens - first_cell;
   const int64_t base_blocks = row_blocks * p.n_head_kv;
   const int64_t wanted = (8 * int64_t(device.multiprocessors) + base_blocks - 1) / base_blocks;
-  const int64_t tile = decode_tile_cells(p.dk);
-  int64_t n_splits = std::clamp<int64_t>(std::min(wanted, span / (2 * tile)), 1, kMaxSplits);
-  int64_t split_len = (span + n_splits - 1) / n_splits;
-  split_len = (split_len + tile - 1) / tile * tile;
-  n_splits = (span + split_len - 1) / split_len;
-  p.n_splits = int(n_splits);
-  p.split_len = split_len;
-  if (n_splits > 1) reserve_partials(p, scratch);
-  launch_decode_attention(p, dim3(unsigned(row_blocks), unsigned(p.n_head_kv), unsigned(n_splits)),
-                          stream);
+  plan_splits(p, planned_span(p.pos0, p.n_tokens, p.window), wanted, decode_tile_cells(p.dk), 2);
+  if (p.n_splits > 1) reserve_partials(p, scratch, stream);
+  launch_decode_attention(
+      p, dim3(unsigned(row_blocks), unsigned(p.n_head_kv), unsigned(p.n_splits)), stream);
   check_launch("attention decode kernel");
-  if (n_splits > 1) launch_combine(p, stream);
+  if (p.n_splits > 1) launch_combine(p, stream);
 }
 
 // Prefill over F16 cells on tensor cores (cuda_attention_prefill.cu): 64 rows per block; the
@@ -322,30 +364,24 @@ void launch_prefill(AttentionParams p, const AttentionDevice& device, DeviceBuff
   if (row_blocks > int64_t(0x7fffffff)) {
     fail("attention: ", p.n_tokens, " tokens x ", p.n_head, " heads are too many");
   }
-  const int64_t first_cell = p.window > 0 ? std::max<int64_t>(0, p.pos0 - p.window + 1) : 0;
-  const int64_t span = p.pos0 + p.n_tokens - first_cell;
   const int64_t base_blocks = row_blocks * p.n_head_kv;
-  int64_t n_splits = 1;
+  int64_t wanted = 1;
   if (base_blocks < int64_t(device.multiprocessors)) {
-    const int64_t wanted = (2 * int64_t(device.multiprocessors) + base_blocks - 1) / base_blocks;
-    n_splits = std::clamp<int64_t>(std::min(wanted, span / (4 * kPrefillCells)), 1, kMaxSplits);
+    wanted = (2 * int64_t(device.multiprocessors) + base_blocks - 1) / base_blocks;
   }
-  int64_t split_len = (span + n_splits - 1) / n_splits;
-  split_len = (split_len + kPrefillCells - 1) / kPrefillCells * kPrefillCells;
-  n_splits = (span + split_len - 1) / split_len;
-  p.n_splits = int(n_splits);
-  p.split_len = split_len;
-  if (n_splits > 1) reserve_partials(p, scratch);
-  launch_prefill_attention(p, dim3(unsigned(row_blocks), unsigned(p.n_head_kv), unsigned(n_splits)),
-                           stream);
+  const int64_t span = visible_span(p.pos0, p.n_tokens, p.window);  // prefill: the exact span
+  plan_splits(p, {span, span}, wanted, kPrefillCells, 4);
+  if (p.n_splits > 1) reserve_partials(p, scratch, stream);
+  launch_prefill_attention(
+      p, dim3(unsigned(row_blocks), unsigned(p.n_head_kv), unsigned(p.n_splits)), stream);
   check_launch("attention prefill kernel");
-  if (n_splits > 1) launch_combine(p, stream);
+  if (p.n_splits > 1) launch_combine(p, stream);
 }
 
 }  // namespace
 
 void launch_kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
-                     int64_t pos0, cudaStream_t stream) {
+                     int64_t pos0, const int64_t* pos0_slot, cudaStream_t stream) {
   if (n_tokens <= 0) return;
   if (kv.capacity <= 0 || pos0 < 0) fail("kv_store: capacity ", kv.capacity, ", position ", pos0);
   const int64_t k_row = kv.n_head_kv * kv.head_dim_k;
@@ -353,20 +389,28 @@ void launch_kv_store(const KvLayerView& kv, const float* k, const float* v, int6
   constexpr int kThreads = 256;
   if (kv.type == KvElement::kF16) {
     store_rows_half<<<grid_for(n_tokens * k_row, kThreads), kThreads, 0, stream>>>(
-        k, static_cast<__half*>(kv.k), k_row, n_tokens, pos0, kv.capacity);
+        k, static_cast<__half*>(kv.k), k_row, n_tokens, pos0, pos0_slot, kv.capacity);
     store_rows_half<<<grid_for(n_tokens * v_row, kThreads), kThreads, 0, stream>>>(
-        v, static_cast<__half*>(kv.v), v_row, n_tokens, pos0, kv.capacity);
+        v, static_cast<__half*>(kv.v), v_row, n_tokens, pos0, pos0_slot, kv.capacity);
   } else {
     store_rows_float<<<grid_for(n_tokens * k_row, kThreads), kThreads, 0, stream>>>(
-        k, static_cast<float*>(kv.k), k_row, n_tokens, pos0, kv.capacity);
+        k, static_cast<float*>(kv.k), k_row, n_tokens, pos0, pos0_slot, kv.capacity);
     store_rows_float<<<grid_for(n_tokens * v_row, kThreads), kThreads, 0, stream>>>(
-        v, static_cast<float*>(kv.v), v_row, n_tokens, pos0, kv.capacity);
+        v, static_cast<float*>(kv.v), v_row, n_tokens, pos0, pos0_slot, kv.capacity);
   }
   check_launch("kv_store kernel");
 }
 
-void launch_attention(const AttentionCall& call, const AttentionDevice& device,
-                      DeviceBuffer& scratch, cudaStream_t stream) {
+bool attention_position_on_device(int64_t n_tokens) {
+  return n_tokens <= kDecodeMaxTokens;
+}
+
+int64_t attention_planned_span(const AttentionCall& call) {
+  return planned_span(call.pos0, call.n_tokens, call.window).longest;
+}
+
+void launch_attention(const AttentionCall& call, const int64_t* pos0_slot,
+                      const AttentionDevice& device, DeviceBuffer& scratch, cudaStream_t stream) {
   const KvLayerView& kv = call.kv;
   if (kv.head_dim_k > kMaxHeadDim || kv.head_dim_v > kMaxHeadDim || kv.head_dim_k <= 0 ||
       kv.head_dim_v <= 0) {
@@ -397,6 +441,7 @@ void launch_attention(const AttentionCall& call, const AttentionDevice& device,
   p.window = call.window;
   p.scale = call.scale;
   p.softcap = call.softcap;
+  p.pos0_slot = attention_position_on_device(call.n_tokens) ? pos0_slot : nullptr;
   if (kv.n_head_kv > 65535) fail("attention: ", kv.n_head_kv, " KV heads are too many");
   if (kv.type == KvElement::kF16 && decode_kernel_fits(p)) {
     return launch_decode(p, device, scratch, stream);
@@ -423,21 +468,14 @@ void launch_attention(const AttentionCall& call, const AttentionDevice& device,
 
   // Split the cells over blocks until about two blocks per multiprocessor run, keeping at least
   // four tiles per split (decode over a long cache; prefill already fills the GPU).
-  const int64_t first_cell =
-      call.window > 0 ? std::max<int64_t>(0, call.pos0 - call.window + 1) : 0;
-  const int64_t span = call.pos0 + call.n_tokens - first_cell;
   const int64_t base_blocks = row_blocks * kv.n_head_kv;
-  int64_t n_splits = 1;
+  int64_t wanted = 1;
   if (base_blocks < 2 * int64_t(device.multiprocessors)) {
-    const int64_t wanted = (2 * int64_t(device.multiprocessors) + base_blocks - 1) / base_blocks;
-    n_splits = std::clamp<int64_t>(std::min(wanted, span / (4 * kTile)), 1, kMaxSplits);
+    wanted = (2 * int64_t(device.multiprocessors) + base_blocks - 1) / base_blocks;
   }
-  int64_t split_len = (span + n_splits - 1) / n_splits;
-  split_len = (split_len + kTile - 1) / kTile * kTile;
-  n_splits = (span + split_len - 1) / split_len;
-  p.n_splits = int(n_splits);
-  p.split_len = split_len;
-  if (n_splits > 1) reserve_partials(p, scratch);
+  plan_splits(p, planned_span(call.pos0, call.n_tokens, call.window), wanted, kTile, 4);
+  const int64_t n_splits = p.n_splits;
+  if (n_splits > 1) reserve_partials(p, scratch, stream);
 
   const dim3 grid(unsigned(row_blocks), unsigned(kv.n_head_kv), unsigned(n_splits));
   if (kv.type == KvElement::kF16) {

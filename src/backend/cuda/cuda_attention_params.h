@@ -24,7 +24,16 @@ struct AttentionParams {
   int64_t split_len;    // cells per split, a multiple of the kernel's tile
   float* partial_acc;   // [n_tokens * n_head, n_splits, dv] when n_splits > 1
   float* partial_stat;  // [n_tokens * n_head, n_splits, 2]: running max, sum
+  // Not nullptr: pos0 is read from here (a recorded step's parameter table; decode-sized calls
+  // only, whose split is planned for the span's bucket, so that splits past the real end stay
+  // empty: they write (max -inf, sum 0), which the combine weighs 0).
+  const int64_t* pos0_slot;
 };
+
+// The first token's position, as the kernels must read it.
+__device__ __forceinline__ int64_t first_position(const AttentionParams& p) {
+  return p.pos0_slot != nullptr ? *p.pos0_slot : p.pos0;
+}
 
 // Cells per tile of the decode kernel: 8 KB of K and of V (split_len is a multiple of it).
 __host__ __device__ constexpr int decode_tile_cells(int64_t head_dim) {

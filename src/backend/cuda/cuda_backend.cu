@@ -1,5 +1,9 @@
 // CudaBackend (cuda_backend.h): validation and dispatch to the launchers of cuda_ops.h and
 // quant_matmul.h, all on the backend's stream; weight pointers go through the mirror first.
+// Every op starts by handing its signature to the step graph (graph_.replayed): in a replayed
+// step it launches nothing. Signatures hold the caller's pointers (host weights as given: the
+// mirror's copy of a pointer never changes while a recording is held, only an unrecorded op can
+// grow it).
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -52,6 +56,7 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) {
+  if (graph_.replayed(OpSignature(OpKind::kMatmul).add(w).add(x).add(y).add(n_tokens))) return;
   const void* weights = mirror_.resolve(w.data, matrix_bytes(w));
   std::string error;
   if (!cuda::matmul(w.type, weights, w.n_rows, w.n_cols, x, y, n_tokens, stream_.handle(),
@@ -67,10 +72,17 @@ void CudaBackend::matmul_shared_input(const MatrixView* ws, float* const* ys, si
            activation_type_for(w.type) == activation_type_for(ws[0].type);
   };
   if (n < 2 || n_tokens > 8 || !std::all_of(ws, ws + n, same_format)) {
-    return Backend::matmul_shared_input(ws, ys, n, x, n_tokens);
+    return Backend::matmul_shared_input(ws, ys, n, x, n_tokens);  // one matmul (op) each
   }
+  OpSignature op(OpKind::kMatmulSharedInput);
+  op.add(uint64_t(n)).add(x).add(n_tokens);
+  for (size_t i = 0; i < n; ++i) op.add(ws[i]).add(static_cast<const void*>(ys[i]));
+  if (graph_.replayed(op)) return;
   std::string error;
   const int64_t bytes = quantized_activation_bytes(ws[0].type, ws[0].n_cols, n_tokens);
+  if (shared_activations_.size() < size_t(bytes)) {
+    refuse_growth_while_capturing(stream_.handle(), "the shared activations");
+  }
   shared_activations_.reserve(size_t(bytes));
   if (!quantize_activations(ws[0].type, x, ws[0].n_cols, n_tokens, shared_activations_.data(),
                             stream_.handle(), &error)) {
@@ -86,6 +98,7 @@ void CudaBackend::matmul_shared_input(const MatrixView* ws, float* const* ys, si
 }
 
 void CudaBackend::get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) {
+  if (graph_.replayed(OpSignature(OpKind::kGetRows).add(table).add(ids).add(n).add(out))) return;
   const void* rows = mirror_.resolve(table.data, matrix_bytes(table));
   std::string error;
   if (!cuda::get_rows(table.type, rows, table.n_cols, ids, n, out, stream_.handle(), &error)) {
@@ -95,31 +108,56 @@ void CudaBackend::get_rows(const MatrixView& table, const int32_t* ids, int64_t 
 
 void CudaBackend::rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
                            float eps) {
+  OpSignature op(OpKind::kRmsNorm);
+  if (graph_.replayed(op.add(x).add(weight).add(y).add(n_rows).add(n).add(eps))) return;
   launch_rms_norm(x, mirror_.resolve(weight, count_or_zero(n)), y, n_rows, n, eps,
                   as_stream(stream_.handle()));
 }
 
 void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
                        const RopeConfig& config) {
+  OpSignature op(OpKind::kRope);
+  const bool replayed =
+      graph_.replayed(op.add(x).add(n_tokens).add(n_head).add(head_dim).add(config));
+  const int64_t* slot = graph_.position_slot(pos0);
+  if (replayed) return;
   RopeConfig on_device = config;
   on_device.freq_factors = mirror_.resolve(config.freq_factors, count_or_zero(config.n_rot / 2));
-  launch_rope(x, n_tokens, n_head, head_dim, pos0, on_device, as_stream(stream_.handle()));
+  launch_rope(x, n_tokens, n_head, head_dim, pos0, slot, on_device, as_stream(stream_.handle()));
 }
 
 void CudaBackend::kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
                            int64_t pos0) {
-  launch_kv_store(kv, k, v, n_tokens, pos0, as_stream(stream_.handle()));
+  const bool replayed =
+      graph_.replayed(OpSignature(OpKind::kKvStore).add(kv).add(k).add(v).add(n_tokens));
+  if (pos0 < 0) fail("kv_store: position ", pos0);  // the launcher's check, which a replay skips
+  const int64_t* slot = graph_.position_slot(pos0);
+  if (replayed) return;
+  launch_kv_store(kv, k, v, n_tokens, pos0, slot, as_stream(stream_.handle()));
 }
 
+// Decode-sized calls take their position from the step's parameter table and are recorded with
+// the span bucket their split is planned for; larger ones with their exact position.
 void CudaBackend::attention(const AttentionCall& call) {
-  AttentionCall on_device = call;
-  on_device.sinks = mirror_.resolve(call.sinks, count_or_zero(call.n_head));
-  launch_attention(on_device, AttentionDevice{multiprocessors_, max_shared_bytes_},
+  const bool on_device = attention_position_on_device(call.n_tokens);
+  OpSignature op(OpKind::kAttention);
+  op.add(call.q).add(call.out).add(call.n_tokens).add(call.n_head).add(call.window);
+  op.add(call.scale).add(call.softcap).add(call.sinks).add(call.kv);
+  op.add(on_device ? attention_planned_span(call) : call.pos0);
+  const bool replayed = graph_.replayed(op);
+  if (call.pos0 < 0) fail("attention: position ", call.pos0);
+  const int64_t* slot = on_device ? graph_.position_slot(call.pos0) : nullptr;
+  if (replayed) return;
+  AttentionCall resolved = call;
+  resolved.sinks = mirror_.resolve(call.sinks, count_or_zero(call.n_head));
+  launch_attention(resolved, slot, AttentionDevice{multiprocessors_, max_shared_bytes_},
                    attention_scratch_, as_stream(stream_.handle()));
 }
 
 void CudaBackend::glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
                       int64_t n_cols) {
+  OpSignature op(OpKind::kGlu);
+  if (graph_.replayed(op.add(uint64_t(act)).add(gate).add(up).add(n_rows).add(n_cols))) return;
   if (act == GluActivation::kGeluTanhF16 && gelu_f16_table_.size() == 0) {
     std::vector<uint16_t> table(65536);
     make_gelu_f16_table(table.data());
@@ -133,44 +171,54 @@ void CudaBackend::glu(GluActivation act, float* gate, const float* up, int64_t n
 }
 
 void CudaBackend::mul_sigmoid(float* x, const float* gate, int64_t n) {
+  if (graph_.replayed(OpSignature(OpKind::kMulSigmoid).add(x).add(gate).add(n))) return;
   launch_mul_sigmoid(x, gate, n, as_stream(stream_.handle()));
 }
 
 void CudaBackend::add(float* y, const float* x, int64_t n) {
+  if (graph_.replayed(OpSignature(OpKind::kAdd).add(y).add(x).add(n))) return;
   launch_add(y, x, n, as_stream(stream_.handle()));
 }
 
 void CudaBackend::add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols) {
+  OpSignature op(OpKind::kAddBias);
+  if (graph_.replayed(op.add(x).add(bias).add(n_rows).add(n_cols))) return;
   launch_add_bias(x, mirror_.resolve(bias, count_or_zero(n_cols)), n_rows, n_cols,
                   as_stream(stream_.handle()));
 }
 
 void CudaBackend::scale(float* x, float factor, int64_t n) {
+  if (graph_.replayed(OpSignature(OpKind::kScale).add(x).add(factor).add(n))) return;
   launch_scale(x, factor, n, as_stream(stream_.handle()));
 }
 
 void CudaBackend::softcap(float* x, float cap, int64_t n) {
+  if (graph_.replayed(OpSignature(OpKind::kSoftcap).add(x).add(cap).add(n))) return;
   launch_softcap(x, cap, n, as_stream(stream_.handle()));
 }
 
 void CudaBackend::softmax_rows(float* x, int64_t n_rows, int64_t n_cols) {
+  if (graph_.replayed(OpSignature(OpKind::kSoftmaxRows).add(x).add(n_rows).add(n_cols))) return;
   launch_softmax_rows(x, n_rows, n_cols, as_stream(stream_.handle()));
 }
 
 void CudaBackend::gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
                               float* dst) {
+  if (replayed_row_move(OpKind::kGatherRows, src, rows, n, n_cols, dst)) return;
   launch_gather_rows(src, rows, n, n_cols, dst, routing_scratch_, as_stream(stream_.handle()));
 }
 
 void CudaBackend::scatter_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
                                float* dst) {
+  if (replayed_row_move(OpKind::kScatterRows, src, rows, n, n_cols, dst)) return;
   launch_scatter_rows(src, rows, n, n_cols, dst, routing_scratch_, as_stream(stream_.handle()));
 }
 
 void CudaBackend::weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k,
                                int64_t n, float* out) {
-  launch_weighted_sum(y, weights, n_tokens, k, n, out, routing_scratch_,
-                      as_stream(stream_.handle()));
+  OpSignature op(OpKind::kWeightedSum);
+  if (graph_.replayed(op.add(y).add(weights).add(n_tokens).add(k).add(n).add(out))) return;
+  launch_weighted_sum(y, weights, n_tokens, k, n, out, as_stream(stream_.handle()));
 }
 
 void* CudaBackend::allocate(size_t bytes) {
@@ -188,6 +236,9 @@ void* CudaBackend::allocate(size_t bytes) {
 
 void CudaBackend::deallocate(void* p) noexcept {
   if (p == nullptr || allocations_.erase(p) == 0) return;
+  // A held graph may use p; inside a recorded step, ops queued (or to be replayed) before this
+  // call still will: the step cannot run as a graph.
+  graph_.fail_step();
   // Kernels queued on the stream may still use p: wait for them explicitly rather than rely on
   // cudaFree's implicit synchronisation, which CUDA does not promise in every case.
   cudaStreamSynchronize(as_stream(stream_.handle()));
@@ -202,6 +253,7 @@ bool CudaBackend::begin_recorded_step() {
 
 void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
   if (bytes == 0) return;
+  graph_.replayed(OpSignature(OpKind::kUpload).add(dst).add(uint64_t(bytes)));
   if (graph_.recording()) return graph_.stage_upload(dst, host, bytes);
   copy_to_device(dst, host, bytes, stream_);
   // From pinned memory the copy is asynchronous: the caller may reuse its buffer on return, so
@@ -215,13 +267,40 @@ void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
 }
 
 void CudaBackend::download(void* host, const void* src, size_t bytes) {
+  graph_.replayed(OpSignature(OpKind::kDownload).add(src).add(uint64_t(bytes)));
   if (graph_.recording()) return graph_.stage_download(host, src, bytes);
   if (bytes != 0) copy_to_host(host, src, bytes, stream_);
   stream_.synchronize();
 }
 
 void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
+  if (graph_.replayed(OpSignature(OpKind::kCopy).add(dst).add(src).add(uint64_t(bytes)))) return;
   if (bytes != 0) copy_on_device(dst, src, bytes, stream_);
+}
+
+void CudaBackend::synchronize() {
+  if (graph_.recording()) fail("cuda: synchronize inside a recorded step (nothing has run yet)");
+  stream_.synchronize();
+}
+
+// gather_rows / scatter_rows bake their host list into the kernel's parameters: its entries are
+// part of the signature. Longer lists go through a device scratch copied from the host list,
+// which a graph could not repeat: never recorded.
+bool CudaBackend::replayed_row_move(OpKind kind, const float* src, const int32_t* rows, int64_t n,
+                                    int64_t n_cols, float* dst) {
+  if (graph_.recording() && n > kInlineRowEntries) {
+    graph_.drop();
+    fail("cuda: ", kind == OpKind::kGatherRows ? "gather_rows" : "scatter_rows", " of ", n,
+         " rows (more than ", kInlineRowEntries, ") cannot be recorded");
+  }
+  OpSignature op(kind);
+  op.add(src).add(n_cols).add(dst);
+  if (rows != nullptr && n > 0 && n <= kInlineRowEntries) {
+    op.add_list(rows, n);
+  } else {
+    op.add(n);
+  }
+  return graph_.replayed(op);
 }
 
 }  // namespace sluice::cuda

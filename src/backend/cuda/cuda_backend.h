@@ -11,6 +11,12 @@
 // next synchronisation, throw sluice::Error with CUDA's one-line message. Not thread-safe: one
 // caller thread.
 //
+// Recorded steps (begin_recorded_step … end_recorded_step) are CUDA graphs captured once and
+// replayed while the steps stay the same (cuda_step_graph.h): every op first hands its signature
+// to the step graph and, in a replay, launches nothing; rope, kv_store and attention then take
+// their position from the graph's parameter table. An op run outside a recorded step drops the
+// recording (it may grow a scratch buffer whose old address the graph holds).
+//
 // Element-wise ops, norms, RoPE, KV writes and the MoE gather / scatter / weighted_sum reproduce
 // CpuBackend's float operations (bit for bit, or within 1 ulp where the CPU calls libm);
 // attention and the quantized matmuls agree with it within the tolerances stated in
@@ -57,14 +63,21 @@ class CudaBackend final : public Backend {
   void softcap(float* x, float cap, int64_t n) override;
   void softmax_rows(float* x, int64_t n_rows, int64_t n_cols) override;
 
-  // MoE rows: `rows` / `weights` are host lists; short ones (decode) travel in the kernel's
-  // parameters, longer ones through a device scratch copied on the stream (cuda_moe.cu).
+  // MoE rows: `rows` are host lists; short ones (decode) travel in the kernel's parameters,
+  // longer ones through a device scratch copied on the stream (cuda_moe.cu).
   void gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
                    float* dst) override;
   void scatter_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
                     float* dst) override;
   void weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
                     float* out) override;
+  // The routed experts on the device (cuda_backend_experts.cu, kernels of expert_matmul.h).
+  void select_experts(const float* probs, const float* bias, int64_t n_tokens,
+                      const ExpertSelection& s, int32_t* selected, float* weights) override;
+  void matmul_experts(const ExpertStack& stack, const int32_t* ids, int64_t n, const float* x,
+                      bool shared_input, float* y) override;
+  void matmul_expert_groups(const ExpertStack& stack, const int32_t* ids, const int64_t* offsets,
+                            int64_t n_groups, const float* x, float* y) override;
 
   // Device memory. allocate: cudaMalloc (256-byte aligned) zeroed on the stream; 0 bytes gives a
   // unique 1-byte allocation (never nullptr, so a pointer always means "a buffer"); running out
@@ -78,20 +91,29 @@ class CudaBackend final : public Backend {
   void upload(void* dst, const void* host, size_t bytes) override;
   void download(void* host, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
-  // Waits until every op queued so far has run; throws the first error any of them hit.
-  void synchronize() override { stream_.synchronize(); }
+  // Waits until every op queued so far has run; throws the first error any of them hit. Inside
+  // a recorded step nothing has run yet: throws.
+  void synchronize() override;
   const Stream& stream() const { return stream_; }
 
   // Steps recorded as CUDA graphs (cuda_step_graph.h); SLUICE_CUDA_GRAPHS=0 turns them off.
+  // begin: a replay of the held recording when there is one, else a capture.
   bool begin_recorded_step() override;
   void end_recorded_step() override { graph_.end_and_run(); }
   void abort_recorded_step() noexcept override { graph_.abort(); }
-  uint64_t recorded_steps() const { return graph_.replays(); }
+  // Recorded steps that ran: captured (recorded anew) plus replayed.
+  uint64_t recorded_steps() const { return graph_.captures() + graph_.replays(); }
+  uint64_t captured_steps() const { return graph_.captures(); }
+  uint64_t replayed_steps() const { return graph_.replays(); }
 
   // Bytes of device memory holding copies of host weights (each host pointer counted once).
   uint64_t mirrored_bytes() const { return mirror_.mirrored_bytes(); }
 
  private:
+  // The step graph's check of gather_rows / scatter_rows (their host list is in the signature).
+  bool replayed_row_move(OpKind kind, const float* src, const int32_t* rows, int64_t n,
+                         int64_t n_cols, float* dst);
+
   int device_ = 0;
   int multiprocessors_ = 1;
   size_t max_shared_bytes_ = 0;
@@ -100,8 +122,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer gelu_f16_table_;      // [65536] halves, uploaded on first use of kGeluTanhF16
   DeviceBuffer routing_scratch_;     // MoE row / weight lists too long for kernel parameters
   DeviceBuffer shared_activations_;  // matmul_shared_input's quantized activations
+  DeviceBuffer expert_lists_;        // matmul_expert_groups' ids and offsets
   WeightMirror mirror_{stream_};     // device copies of host weights
-  StepGraph graph_{stream_};         // the step being recorded, the last one replayed
+  StepGraph graph_{stream_};         // the recorded step: captured once, then replayed
   bool graphs_enabled_ = true;
   std::unordered_set<void*> allocations_;  // what allocate() gave and deallocate() did not take
 };

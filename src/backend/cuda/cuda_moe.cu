@@ -1,10 +1,11 @@
-// MoE gather / scatter / weighted_sum (cuda_ops.h). The row and weight lists come from the host
-// (routing runs there). Short lists — every decode step — travel inside the kernel's parameters
-// (`__grid_constant__`, read from the constant bank), so there is no copy at all, the call stays
-// stream-ordered and a graph capture records them by value; longer lists (prefill) are copied
-// into a grow-only device scratch on the stream first. That copy is ordered after every kernel
-// already queued, so a later call cannot overwrite a list an earlier kernel still has to read;
-// growing the scratch waits for the stream before the old allocation is freed.
+// MoE gather / scatter / weighted_sum (cuda_ops.h). The row lists come from the host (routing
+// runs there); weighted_sum's weights are device memory. Short lists — every decode step — travel
+// inside the kernel's parameters (`__grid_constant__`, read from the constant bank), so there is
+// no copy at all, the call stays stream-ordered and a graph capture records them by value (a
+// replayed step must bring the same entries: they are part of its signature); longer lists
+// (prefill) are copied into a grow-only device scratch on the stream first. That copy is ordered
+// after every kernel already queued, so a later call cannot overwrite a list an earlier kernel
+// still has to read; growing the scratch waits for the stream before the old allocation is freed.
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
@@ -15,9 +16,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kChunk = kThreads * 4;  // floats per block along a row: 4 per thread
-constexpr int64_t kInlineEntries = 128;   // 512 bytes of kernel parameters
+constexpr int64_t kInlineEntries = kInlineRowEntries;
 
-// A list of 32-bit entries (row indices or float weights): in the parameters when short, else
+// A list of 32-bit row indices: in the parameters when short, else
 // in device memory.
 struct List {
   const uint32_t* device = nullptr;  // nullptr: the entries are in `values`
@@ -59,7 +60,7 @@ __global__ void __launch_bounds__(kThreads)
 template <bool kVector>
 __global__ void __launch_bounds__(kThreads)
     weighted_sum_kernel(const float* __restrict__ y, int64_t k, int64_t n, float* __restrict__ out,
-                        const __grid_constant__ List weights) {
+                        const float* __restrict__ weights) {
   const int64_t t = blockIdx.x;
   const int64_t j = int64_t(blockIdx.y) * kChunk + int64_t(threadIdx.x) * 4;
   if (j >= n) return;
@@ -67,7 +68,7 @@ __global__ void __launch_bounds__(kThreads)
   if (kVector) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int64_t c = 0; c < k; ++c) {
-      const float w = __uint_as_float(entry(weights, t * k + c));
+      const float w = weights[t * k + c];
       const float4 v = *reinterpret_cast<const float4*>(rows + c * n + j);
       const float4 p =
           make_float4(__fmul_rn(v.x, w), __fmul_rn(v.y, w), __fmul_rn(v.z, w), __fmul_rn(v.w, w));
@@ -84,7 +85,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t col = j; col < end; ++col) {
       float acc = 0.0f;
       for (int64_t c = 0; c < k; ++c) {
-        const float p = __fmul_rn(rows[c * n + col], __uint_as_float(entry(weights, t * k + c)));
+        const float p = __fmul_rn(rows[c * n + col], weights[t * k + c]);
         acc = c == 0 ? p : __fadd_rn(acc, p);
       }
       out[t * n + col] = acc;
@@ -160,7 +161,7 @@ void launch_scatter_rows(const float* src, const int32_t* rows, int64_t n, int64
 }
 
 void launch_weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k,
-                         int64_t n, float* out, DeviceBuffer& scratch, cudaStream_t stream) {
+                         int64_t n, float* out, cudaStream_t stream) {
   if (n_tokens < 0 || k < 0 || n < 0) {
     fail("cuda: weighted_sum: negative size (n_tokens ", n_tokens, ", k ", k, ", n ", n, ")");
   }
@@ -171,12 +172,11 @@ void launch_weighted_sum(const float* y, const float* weights, int64_t n_tokens,
   if (n_tokens > INT32_MAX || (n + kChunk - 1) / kChunk > 65535) {
     fail("cuda: weighted_sum: ", n_tokens, " rows of ", n, " is too large a grid");
   }
-  const List list = make_list(weights, n_tokens * k, scratch, stream);
   const dim3 grid(unsigned(n_tokens), unsigned((n + kChunk - 1) / kChunk));
   if (n % 4 == 0 && aligned16(y) && aligned16(out)) {
-    weighted_sum_kernel<true><<<grid, kThreads, 0, stream>>>(y, k, n, out, list);
+    weighted_sum_kernel<true><<<grid, kThreads, 0, stream>>>(y, k, n, out, weights);
   } else {
-    weighted_sum_kernel<false><<<grid, kThreads, 0, stream>>>(y, k, n, out, list);
+    weighted_sum_kernel<false><<<grid, kThreads, 0, stream>>>(y, k, n, out, weights);
   }
   check_launch("weighted_sum");
 }

@@ -16,19 +16,34 @@ namespace sluice::cuda {
 void launch_rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
                      float eps, cudaStream_t stream);
 
+// Positions: rope, kv_store and attention take the first token's position by value (`pos0`)
+// or, inside a recorded step, from device memory (`pos0_slot`, the step graph's parameter table,
+// cuda_step_graph.h), so that a replayed graph serves every position. The kernels read the slot
+// when it is not nullptr; `pos0` is then only checked on the host.
+
 // cuda_rope.cu
 void launch_rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
-                 const RopeConfig& config, cudaStream_t stream);
+                 const int64_t* pos0_slot, const RopeConfig& config, cudaStream_t stream);
 
 // cuda_attention.cu. `scratch` holds the split-K partial results (grown as needed).
 void launch_kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
-                     int64_t pos0, cudaStream_t stream);
+                     int64_t pos0, const int64_t* pos0_slot, cudaStream_t stream);
 struct AttentionDevice {
   int multiprocessors = 1;
   size_t max_shared_bytes = 48 * 1024;  // dynamic shared memory a block may opt in to
 };
-void launch_attention(const AttentionCall& call, const AttentionDevice& device,
-                      DeviceBuffer& scratch, cudaStream_t stream);
+// pos0_slot is honoured only where attention_position_on_device(call.n_tokens).
+void launch_attention(const AttentionCall& call, const int64_t* pos0_slot,
+                      const AttentionDevice& device, DeviceBuffer& scratch, cudaStream_t stream);
+// Decode-sized calls (at most 8 tokens: the decode and generic kernels) may read their position
+// from the device; their split of the cells over blocks is planned for the span of visible cells
+// rounded up to kAttentionSpanBucket, recorded or not (so that both give the same bits), and a
+// recorded step's graph stays valid until the span crosses into the next bucket. Prefill-sized
+// calls take the position by value and plan for the exact span.
+bool attention_position_on_device(int64_t n_tokens);
+constexpr int64_t kAttentionSpanBucket = 256;
+// The span the call's split is planned for (what a recorded step's signature holds).
+int64_t attention_planned_span(const AttentionCall& call);
 
 // cuda_elementwise.cu. gelu_f16_table: device [65536] halves (see make_gelu_f16_table).
 void launch_glu(GluActivation act, float* gate, const float* up, int64_t n_rows, int64_t n_cols,
@@ -40,14 +55,16 @@ void launch_add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols
 void launch_scale(float* x, float factor, int64_t n, cudaStream_t stream);
 void launch_softcap(float* x, float cap, int64_t n, cudaStream_t stream);
 void launch_softmax_rows(float* x, int64_t n_rows, int64_t n_cols, cudaStream_t stream);
-// cuda_moe.cu. `rows` and `weights` are HOST lists (the routing runs on the host); short ones
-// travel in the kernel's parameters, longer ones through `scratch` (grown as needed).
+// cuda_moe.cu. `rows` are HOST lists (the routing runs on the host); short ones (up to
+// kInlineRowEntries) travel in the kernel's parameters, longer ones through `scratch` (grown as
+// needed). `weights`: device.
+constexpr int64_t kInlineRowEntries = 128;  // 512 bytes of kernel parameters
 void launch_gather_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
                         float* dst, DeviceBuffer& scratch, cudaStream_t stream);
 void launch_scatter_rows(const float* src, const int32_t* rows, int64_t n, int64_t n_cols,
                          float* dst, DeviceBuffer& scratch, cudaStream_t stream);
 void launch_weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k,
-                         int64_t n, float* out, DeviceBuffer& scratch, cudaStream_t stream);
+                         int64_t n, float* out, cudaStream_t stream);
 
 // The host table of ggml's f16 GELU (the CPU backend's), to be uploaded once: [65536] halves.
 void make_gelu_f16_table(uint16_t* table);

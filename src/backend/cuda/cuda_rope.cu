@@ -2,7 +2,8 @@
 // repeated float multiplication (each thread repeats the i products of its pair), divided by
 // the pair's frequency factor, YaRN's ramp fused as ggml's rope_yarn, cos/sin times mscale, and
 // the rotation fused as ggml's build does. Per-call constants (theta_scale, YaRN's correction
-// dimensions and magnitude scale) are computed on the host with the CPU's own libm calls.
+// dimensions and magnitude scale) are computed on the host with the CPU's own libm calls. The
+// position comes by value or, in a recorded step, from a device slot (cuda_ops.h).
 #include <algorithm>
 #include <cmath>
 
@@ -21,6 +22,7 @@ struct RopeConstants {
   int64_t head_dim = 0;
   int64_t n_head = 0;
   int64_t pos0 = 0;
+  const int64_t* pos0_slot = nullptr;  // not nullptr: the position is read from here
   bool neox = false;
   float theta_scale = 1.0f;
   float freq_scale = 1.0f;
@@ -38,8 +40,9 @@ __global__ void rope_kernel(float* x, RopeConstants c) {
   __shared__ float sin_cache[kMaxRot / 2];
   const int64_t t = blockIdx.x;
   const int64_t half = c.n_rot / 2;
+  const int64_t pos0 = c.pos0_slot != nullptr ? *c.pos0_slot : c.pos0;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    float theta = float(c.pos0 + t);
+    float theta = float(pos0 + t);
     for (int64_t k = 0; k < i; ++k) theta = __fmul_rn(theta, c.theta_scale);
     const float factor = c.freq_factors != nullptr ? c.freq_factors[i] : 1.0f;
     const float theta_extrap = __fdiv_rn(theta, factor);
@@ -83,7 +86,7 @@ void yarn_corr_dims(int64_t n_rot, const RopeConfig& c, float dims[2]) {
 }  // namespace
 
 void launch_rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
-                 const RopeConfig& config, cudaStream_t stream) {
+                 const int64_t* pos0_slot, const RopeConfig& config, cudaStream_t stream) {
   if (config.style == RopeStyle::kNone || config.n_rot == 0 || n_tokens <= 0) return;
   const int64_t n_rot = config.n_rot;
   if (n_rot > kMaxRot || n_rot > head_dim || n_rot % 2 != 0) fail("rope: bad n_rot ", n_rot);
@@ -93,6 +96,7 @@ void launch_rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, i
   c.head_dim = head_dim;
   c.n_head = n_head;
   c.pos0 = pos0;
+  c.pos0_slot = pos0_slot;
   c.neox = config.style == RopeStyle::kNeox;
   c.theta_scale = std::pow(config.freq_base, -2.0f / float(n_rot));
   c.freq_scale = config.freq_scale;

@@ -461,16 +461,14 @@ struct Int8Piece<QType::IQ4_XS, kTokens> {
   }
 };
 
+// The warp's row: y[t * y_stride] = row . activations of token t. Shared by int8_matvec_kernel
+// and the experts' by-id kernel (quant_expert_kernels.cuh), so both compute alike.
 template <QType kType, int kTokens>
-__global__ void __launch_bounds__(kInt8Threads)
-    int8_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
-                       QuantizedRows q, int64_t n_cols, float* __restrict__ y) {
+__device__ __forceinline__ void int8_matvec_row(const uint8_t* row_ptr, const QuantizedRows& q,
+                                                int64_t n_cols, float* __restrict__ y,
+                                                int64_t y_stride) {
   using Piece = Int8Piece<kType, kTokens>;
   const int lane = threadIdx.x % 32;
-  const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + threadIdx.x / 32;
-  if (row >= n_rows) return;  // whole warps leave: no block-wide barrier below
-  const uint8_t* row_ptr = w + row * row_bytes;
-  wait_for_prerequisite();
   const int64_t nb = n_cols / 256;
   float acc[kTokens] = {};
 #pragma unroll 4
@@ -480,8 +478,19 @@ __global__ void __launch_bounds__(kInt8Threads)
   for (int t = 0; t < kTokens; ++t) {
     float s = acc[t];
     for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-    if (lane == 0) y[t * n_rows + row] = s;
+    if (lane == 0) y[t * y_stride] = s;
   }
+}
+
+template <QType kType, int kTokens>
+__global__ void __launch_bounds__(kInt8Threads)
+    int8_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
+                       QuantizedRows q, int64_t n_cols, float* __restrict__ y) {
+  const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + threadIdx.x / 32;
+  if (row >= n_rows) return;  // whole warps leave: no block-wide barrier below
+  const uint8_t* row_ptr = w + row * row_bytes;
+  wait_for_prerequisite();
+  int8_matvec_row<kType, kTokens>(row_ptr, q, n_cols, y + row, n_rows);
 }
 
 // The 32-element types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4; blocks of 17-34 bytes,
@@ -492,20 +501,18 @@ __global__ void __launch_bounds__(kInt8Threads)
 template <QType kType>
 struct Block32;
 
+// The warp's row, as int8_matvec_row; shared by staged32_matvec_kernel and the experts' by-id
+// kernel. Only __syncwarp inside: warps of rows past the end may have left.
 template <QType kType, int kTokens>
-__global__ void __launch_bounds__(kInt8Threads)
-    staged32_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
-                           QuantizedRows q, int64_t n_cols, float* __restrict__ y) {
+__device__ __forceinline__ void staged32_matvec_row(const uint8_t* row_ptr, const QuantizedRows& q,
+                                                    int64_t n_cols, float* __restrict__ y,
+                                                    int64_t y_stride) {
   using Block = Block32<kType>;
   // 16-byte words: 32 blocks, up to 15 bytes of alignment slack, and the word the last
   // funnel shift reads past the end.
   constexpr int kStageWords = (32 * Block::kBytes + 15) / 16 + 2;
   __shared__ uint4 stage[kInt8RowsPerBlock][kStageWords];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + warp;
-  if (row >= n_rows) return;  // whole warps leave; only __syncwarp below
-  const uint8_t* row_ptr = w + row * row_bytes;
-  wait_for_prerequisite();
   const int64_t n_blocks = n_cols / 32;
   const uint32_t* words = reinterpret_cast<const uint32_t*>(stage[warp]);
   float acc[kTokens] = {};
@@ -536,8 +543,19 @@ __global__ void __launch_bounds__(kInt8Threads)
   for (int t = 0; t < kTokens; ++t) {
     float s = acc[t];
     for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-    if (lane == 0) y[t * n_rows + row] = s;
+    if (lane == 0) y[t * y_stride] = s;
   }
+}
+
+template <QType kType, int kTokens>
+__global__ void __launch_bounds__(kInt8Threads)
+    staged32_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
+                           QuantizedRows q, int64_t n_cols, float* __restrict__ y) {
+  const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + threadIdx.x / 32;
+  if (row >= n_rows) return;  // whole warps leave; only __syncwarp below
+  const uint8_t* row_ptr = w + row * row_bytes;
+  wait_for_prerequisite();
+  staged32_matvec_row<kType, kTokens>(row_ptr, q, n_cols, y + row, n_rows);
 }
 
 bool int8_launched(const char* kernel, std::string* error) {
@@ -549,7 +567,7 @@ bool int8_launched(const char* kernel, std::string* error) {
 
 // Launches with programmatic stream serialization where the device has it (sm_90+).
 template <class... Params, class... Args>
-bool launch_after_quantize(void (*kernel)(Params...), int64_t blocks, cudaStream_t stream,
+bool launch_after_quantize(void (*kernel)(Params...), dim3 grid, cudaStream_t stream,
                            std::string* error, Args... args) {
   int device = 0, major = 0;
   cudaGetDevice(&device);
@@ -558,7 +576,7 @@ bool launch_after_quantize(void (*kernel)(Params...), int64_t blocks, cudaStream
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(unsigned(blocks));
+  config.gridDim = grid;
   config.blockDim = dim3(kInt8Threads);
   config.stream = stream;
   config.attrs = attribute;
@@ -572,7 +590,7 @@ bool launch_after_quantize(void (*kernel)(Params...), int64_t blocks, cudaStream
 template <QType kType, int kTokens>
 bool launch_int8_matvec_tokens(const MatmulArgs& a, const QuantizedRows& q, cudaStream_t stream,
                                std::string* error) {
-  const int64_t blocks = (a.n_rows + kInt8RowsPerBlock - 1) / kInt8RowsPerBlock;
+  const dim3 blocks(unsigned((a.n_rows + kInt8RowsPerBlock - 1) / kInt8RowsPerBlock));
   const auto* w = static_cast<const uint8_t*>(a.w);
   if constexpr (activation_block(kType) == 32) {
     return launch_after_quantize(staged32_matvec_kernel<kType, kTokens>, blocks, stream, error, w,

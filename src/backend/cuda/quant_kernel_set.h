@@ -40,6 +40,27 @@ struct KernelSet {
   int weight_align;     // bytes the weight (and table) pointer must be aligned to
 };
 
+// The routed experts' products (expert_matmul.h) over a stack of same-shaped matrices: matrix i
+// at base + i * stride bytes, each [n_rows, row_bytes]. All pointers are device memory.
+struct ExpertMatmulArgs {
+  const void* base;
+  int64_t stride;  // bytes
+  int64_t n_rows, n_cols, row_bytes;
+  const int32_t* ids;      // by id: [n] choices; grouped: [n] groups
+  const int32_t* offsets;  // grouped: [n + 1] row offsets; by id: unused
+  int64_t n;               // choices (by id, <= 64) or groups
+  int64_t n_inputs;        // by id: rows of x, 1 (shared by every choice) or n
+  int64_t max_rows;        // grouped: the largest group's rows
+  const float* x;          // by id: [n_inputs, n_cols]; grouped: [offsets[n], n_cols]
+  float* y;                // by id: [n, n_rows]; grouped: [offsets[n], n_rows]
+  void* stream;            // cudaStream_t
+};
+
+struct ExpertKernelSet {
+  bool (*matmul_by_id)(const ExpertMatmulArgs& args, std::string* error);
+  bool (*matmul_grouped)(const ExpertMatmulArgs& args, std::string* error);
+};
+
 // Bytes of decode's quantized activations (quant_int8_matvec.cuh, QuantizedRows): int8 values,
 // a float scale per `block` elements, then an int16 sum per 16 (Q8_K; Q8_1's per-block s there).
 inline int64_t quantized_rows_bytes(int64_t n_tokens, int64_t n_cols, int block) {
@@ -56,5 +77,11 @@ const KernelSet* kernel_set_float(QType type);   // F32, F16, BF16
 const KernelSet* kernel_set_legacy(QType type);  // Q4_0 .. Q8_0, IQ4_NL, MXFP4
 const KernelSet* kernel_set_k(QType type);       // Q2_K .. Q6_K
 const KernelSet* kernel_set_iq(QType type);      // IQ2_XXS .. IQ4_XS, IQ1_S, IQ1_M
+
+// The experts' kernels of the same families (expert_kernels_*.cu); nullptr outside the family.
+const ExpertKernelSet* expert_kernel_set_float(QType type);
+const ExpertKernelSet* expert_kernel_set_legacy(QType type);
+const ExpertKernelSet* expert_kernel_set_k(QType type);
+const ExpertKernelSet* expert_kernel_set_iq(QType type);
 
 }  // namespace sluice::cuda::quant

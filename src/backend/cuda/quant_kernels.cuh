@@ -66,11 +66,18 @@ __device__ __forceinline__ void decode_group(const uint8_t* row, int group, floa
 
 constexpr int kMatvecThreads = 128;
 
+// More rows per block when there are more tokens: the activations are reused more.
+constexpr int matvec_rows_per_block(int n_tokens) {
+  return n_tokens <= 2 ? 2 : 4;
+}
+
+// The block's work: rows row0 .. row0 + kRows - 1 of w times kTokens activation rows. Shared by
+// matvec_kernel and the experts' by-id kernel (quant_expert_kernels.cuh), so both compute alike.
 template <QType kType, int kTokens, int kRows>
-__global__ void __launch_bounds__(kMatvecThreads)
-    matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows, int n_groups,
-                  const float* __restrict__ x, int64_t n_cols, float* __restrict__ y) {
-  const int64_t row0 = int64_t(blockIdx.x) * kRows;
+__device__ __forceinline__ void matvec_rows(const uint8_t* __restrict__ w, int64_t row_bytes,
+                                            int64_t n_rows, int n_groups,
+                                            const float* __restrict__ x, int64_t n_cols,
+                                            float* __restrict__ y, int64_t row0) {
   const uint8_t* rows[kRows];
   for (int r = 0; r < kRows; ++r) {
     const int64_t row = row0 + r < n_rows ? row0 + r : n_rows - 1;  // tail rows: read, not written
@@ -114,9 +121,17 @@ __global__ void __launch_bounds__(kMatvecThreads)
   }
 }
 
+template <QType kType, int kTokens, int kRows>
+__global__ void __launch_bounds__(kMatvecThreads)
+    matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows, int n_groups,
+                  const float* __restrict__ x, int64_t n_cols, float* __restrict__ y) {
+  matvec_rows<kType, kTokens, kRows>(w, row_bytes, n_rows, n_groups, x, n_cols, y,
+                                     int64_t(blockIdx.x) * kRows);
+}
+
 template <QType kType, int kTokens>
 bool launch_matvec(const MatmulArgs& a, std::string* error) {
-  constexpr int kRows = kTokens <= 2 ? 2 : 4;  // more rows per block: activations reused more
+  constexpr int kRows = matvec_rows_per_block(kTokens);
   const int64_t blocks = (a.n_rows + kRows - 1) / kRows;
   matvec_kernel<kType, kTokens, kRows>
       <<<unsigned(blocks), kMatvecThreads, 0, static_cast<cudaStream_t>(a.stream)>>>(
@@ -144,14 +159,15 @@ union GemmShared {
   float out[kTileTokens][kOutLd];  // results y[n][m] (M x N column-major)
 };
 
+// The block's tile: rows m0 .. m0 + 127 of w times tokens n0 .. n0 + 63 of x. Shared by
+// matmul_kernel and the experts' grouped kernel (quant_expert_kernels.cuh).
 template <QType kType>
-__global__ void __launch_bounds__(kGemmThreads)
-    matmul_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows, int64_t n_cols,
-                  const float* __restrict__ x, int64_t n_tokens, float* __restrict__ y) {
+__device__ __forceinline__ void matmul_tile(const uint8_t* __restrict__ w, int64_t row_bytes,
+                                            int64_t n_rows, int64_t n_cols,
+                                            const float* __restrict__ x, int64_t n_tokens,
+                                            float* __restrict__ y, int64_t m0, int64_t n0) {
   namespace wmma = nvcuda::wmma;
   __shared__ __align__(32) GemmShared shared;
-  const int64_t m0 = int64_t(blockIdx.x) * kTileRows;
-  const int64_t n0 = int64_t(blockIdx.y) * kTileTokens;
   const int warp = threadIdx.x / 32;
   const int wm = warp % 4, wn = warp / 4;  // this warp's 32 x 32 piece of the 128 x 64 tile
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
@@ -208,6 +224,14 @@ __global__ void __launch_bounds__(kGemmThreads)
     const int n = i / kTileRows, m = i % kTileRows;
     if (m0 + m < n_rows && n0 + n < n_tokens) y[(n0 + n) * n_rows + m0 + m] = shared.out[n][m];
   }
+}
+
+template <QType kType>
+__global__ void __launch_bounds__(kGemmThreads)
+    matmul_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows, int64_t n_cols,
+                  const float* __restrict__ x, int64_t n_tokens, float* __restrict__ y) {
+  matmul_tile<kType>(w, row_bytes, n_rows, n_cols, x, n_tokens, y, int64_t(blockIdx.x) * kTileRows,
+                     int64_t(blockIdx.y) * kTileTokens);
 }
 
 template <QType kType>

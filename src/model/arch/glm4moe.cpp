@@ -59,6 +59,7 @@ std::unique_ptr<LanguageModel> make_glm4moe(const ModelFile& file) {
   binder.ignore_layers_from(hp.n_layer);
   binder.check_all_bound();
   c.ffn_norm_trace = "post_attn_norm";
+  c.runs_on_device = true;  // ordinary attention and DeepSeekMoE: every step a backend op
   return make_deepseek_moe_decoder(std::move(c));
 }
 

@@ -64,21 +64,23 @@ void DeepSeekMoeScratch::reserve(Backend& backend, const std::vector<DeepSeekMoe
 
 void deepseek_moe_route(Backend& backend, const DeepSeekMoeWeights& w,
                         experts::ExpertSource* source, int64_t layer, const float* x,
-                        int64_t n_tokens, DeepSeekMoeScratch& s, const Trace& trace) {
+                        int64_t n_tokens, DeepSeekMoeScratch& s, const Trace& trace,
+                        Backend* expert_backend) {
   if (!w.is_moe) return;
   if (source == nullptr) fail("MoE layer ", layer, ": forward without an expert source");
-  moe_route(backend, w.routed, *source, layer, x, n_tokens, s.moe, trace);
+  moe_route(backend, w.routed, *source, layer, x, n_tokens, s.moe, trace, expert_backend);
 }
 
 void deepseek_moe_compute(Backend& backend, const DeepSeekMoeWeights& w,
                           experts::ExpertSource* source, int64_t layer, const float* x,
                           int64_t n_tokens, int64_t n_embd, DeepSeekMoeScratch& s, float* out,
-                          const Trace& trace) {
+                          const Trace& trace, Backend* expert_backend) {
   if (!w.is_moe) {
     glu_ffn(backend, w.dense, GluActivation::kSilu, layer, x, n_tokens, s.ffn, out, trace);
     return;
   }
-  moe_compute(backend, w.routed, *source, layer, x, n_tokens, n_embd, s.moe, out, trace);
+  moe_compute(backend, w.routed, *source, layer, x, n_tokens, n_embd, s.moe, out, trace,
+              expert_backend);
   if (w.shared.gate.data != nullptr) {
     // The shared experts' inner tensors stay untraced: llama.cpp names them as the dense
     // FFN's, and the layer's ffn_out is the sum below.
@@ -103,17 +105,18 @@ void deepseek_moe_residual(Backend& backend, const DeepSeekMoeWeights& ffn,
                            const std::vector<float>& norm, DeepSeekMoeNext next, float norm_eps,
                            experts::ExpertSource* source, int64_t layer, float* x, float* xn,
                            float* branch, int64_t n_tokens, int64_t n_embd,
-                           DeepSeekMoeScratch& scratch, const Trace& trace,
-                           const char* norm_trace) {
+                           DeepSeekMoeScratch& scratch, const Trace& trace, const char* norm_trace,
+                           Backend* expert_backend) {
   trace("ffn_inp", layer, x, n_embd);
   backend.rms_norm(x, norm.data(), xn, n_tokens, n_embd, norm_eps);
   trace(norm_trace, layer, xn, n_embd);
-  deepseek_moe_route(backend, ffn, source, layer, xn, n_tokens, scratch, trace);
+  deepseek_moe_route(backend, ffn, source, layer, xn, n_tokens, scratch, trace, expert_backend);
   if (next.ffn != nullptr) {
     deepseek_moe_prefetch(backend, *next.ffn, *next.norm, norm_eps, source, layer + 1, x, n_tokens,
                           n_embd, scratch);
   }
-  deepseek_moe_compute(backend, ffn, source, layer, xn, n_tokens, n_embd, scratch, branch, trace);
+  deepseek_moe_compute(backend, ffn, source, layer, xn, n_tokens, n_embd, scratch, branch, trace,
+                       expert_backend);
   backend.add(x, branch, n_tokens * n_embd);
   trace("l_out", layer, x, n_embd);
 }

@@ -47,14 +47,16 @@ struct DeepSeekMoeScratch {
 
 // In two halves, as moe_route / moe_compute, so the caller can start speculative reads between:
 // deepseek_moe_route routes x [n_tokens, n_embd] and acquires the chosen experts (nothing for a
-// dense layer); deepseek_moe_compute writes out [n_tokens, n_embd].
+// dense layer); deepseek_moe_compute writes out [n_tokens, n_embd]. expert_backend: as
+// moe_compute's (the CPU computing the routed experts while the rest runs on the GPU).
 void deepseek_moe_route(Backend& backend, const DeepSeekMoeWeights& w,
                         experts::ExpertSource* source, int64_t layer, const float* x,
-                        int64_t n_tokens, DeepSeekMoeScratch& scratch, const Trace& trace);
+                        int64_t n_tokens, DeepSeekMoeScratch& scratch, const Trace& trace,
+                        Backend* expert_backend = nullptr);
 void deepseek_moe_compute(Backend& backend, const DeepSeekMoeWeights& w,
                           experts::ExpertSource* source, int64_t layer, const float* x,
                           int64_t n_tokens, int64_t n_embd, DeepSeekMoeScratch& scratch, float* out,
-                          const Trace& trace);
+                          const Trace& trace, Backend* expert_backend = nullptr);
 
 // Speculation between the halves: moe_prefetch for layer next_layer when it is MoE (with its
 // FFN norm `next_norm`); nothing for a dense layer or without a source.
@@ -77,6 +79,6 @@ void deepseek_moe_residual(Backend& backend, const DeepSeekMoeWeights& ffn,
                            experts::ExpertSource* source, int64_t layer, float* x, float* xn,
                            float* branch, int64_t n_tokens, int64_t n_embd,
                            DeepSeekMoeScratch& scratch, const Trace& trace,
-                           const char* norm_trace = "ffn_norm");
+                           const char* norm_trace = "ffn_norm", Backend* expert_backend = nullptr);
 
 }  // namespace sluice::model

@@ -52,6 +52,7 @@ class DeepSeekMoeDecoder final : public LanguageModel {
   }
 
   const experts::ExpertLayout& expert_layout() const override { return c_.expert_layout; }
+  bool runs_on_device() const override { return c_.runs_on_device; }
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, c_.hp.n_embd)) return;
@@ -65,9 +66,9 @@ class DeepSeekMoeDecoder final : public LanguageModel {
     const float eps = c_.hp.rms_eps;
     RenamingObserver renamed(request.observer, c_.trace_renames);
     const bool rename = request.observer != nullptr && !c_.trace_renames.empty();
-    const Trace trace{rename ? &renamed : request.observer, n};
+    const Trace trace{rename ? &renamed : request.observer, n, &backend};
     float* x = stream_.x.data();
-    backend.get_rows(c_.token_embd, request.tokens.data(), n, x);
+    backend.get_rows(c_.token_embd, stream_.token_ids(backend, request.tokens), n, x);
     trace("inp_embd", -1, x, n_embd);
     const int64_t n_layer = int64_t(c_.layers.size());
     for (int64_t il = 0; il < n_layer; ++il) {
@@ -83,10 +84,11 @@ class DeepSeekMoeDecoder final : public LanguageModel {
                             {last ? nullptr : &c_.ffn[size_t(il + 1)],
                              last ? nullptr : &c_.layers[size_t(il + 1)].ffn_norm},
                             eps, request.experts, il, x, stream_.xn.data(), stream_.branch.data(),
-                            n, n_embd, ffn_scratch_, trace, c_.ffn_norm_trace);
+                            n, n_embd, ffn_scratch_, trace, c_.ffn_norm_trace,
+                            request.expert_backend);
     }
     const LogitRows out = logit_rows(backend, request, x, n, n_embd);
-    output_logits(backend, c_.head, out.x, out.n_rows, eps, request.logits, trace);
+    output_logits(backend, c_.head, out.x, out.n_rows, eps, request.logits, stream_.logits, trace);
   }
 
  private:

@@ -36,6 +36,8 @@ struct DeepSeekMoeDecoderConfig {
   std::vector<DeepSeekMoeDecoderLayer> layers;
   std::vector<DeepSeekMoeWeights> ffn;      // [n_layer]
   const char* ffn_norm_trace = "ffn_norm";  // llama.cpp's name for the normed FFN input
+  // Whether every step of the family's layers is a backend op (LanguageModel::runs_on_device).
+  bool runs_on_device = false;
   // Observer names replaced as llama.cpp's graph of this family names them (from, to).
   std::vector<std::pair<std::string, std::string>> trace_renames;
 };

@@ -174,12 +174,70 @@ void MoeScratch::reserve(Backend& backend, const MoeFfnWeights& w, int64_t n_emb
   experts.reserve(size_t(n_batch * k));
   tokens.resize(size_t(n_batch));
   slots.resize(size_t(n_batch));
+  choice_ids.resize(backend, size_t(n_batch * k));
+  choice_weights.resize(backend, size_t(n_batch * k));
   this->n_batch = n_batch;
+  stacked = false;
+  if (!backend.host_memory()) use_stacks(backend, w, n_embd);
   hybrid.reset();
 }
 
+void MoeScratch::use_stacks(Backend& backend, const MoeFfnWeights& w, int64_t n_embd) {
+  const int64_t rows = n_batch * w.config.n_expert_used;
+  grouped_in.resize(backend, size_t(rows * n_embd));
+  grouped_out.resize(backend, size_t(rows * n_embd));
+  grouped_gate.resize(backend, size_t(rows * w.n_ff));
+  grouped_up.resize(backend, size_t(rows * w.n_ff));
+  group_ids.reserve(size_t(rows));
+  group_offsets.reserve(size_t(rows + 1));
+  row_tokens.reserve(size_t(rows));
+  row_slots.reserve(size_t(rows));
+  stacked = true;
+}
+
+namespace {
+
+// A layer's expert stacks, when the stacked path can run it: gate and up apart, and none of the
+// per-expert biases, scales or clamps the per-expert path applies.
+struct LayerStacks {
+  ExpertStack gate, up, down;
+};
+
+bool layer_stacks(const MoeFfnWeights& w, const experts::ExpertSource& source, int64_t layer,
+                  LayerStacks& out) {
+  if (w.fused_gate_up || !w.gate_bias.empty() || !w.up_bias.empty() || !w.down_bias.empty() ||
+      !w.gate_scale.empty() || !w.up_scale.empty() || !w.down_scale.empty() ||
+      w.swiglu_limit > 0.0f) {
+    return false;
+  }
+  return source.stack(layer, ExpertPart::kGate, out.gate) &&
+         source.stack(layer, ExpertPart::kUp, out.up) &&
+         source.stack(layer, ExpertPart::kDown, out.down);
+}
+
+}  // namespace
+
+bool moe_decode_stays_on_backend(const Backend& backend, const MoeFfnWeights& w,
+                                 const experts::ExpertSource& source, int64_t layer,
+                                 const MoeScratch& s, const Backend* expert_backend) {
+  LayerStacks stacks;
+  return (expert_backend == nullptr || expert_backend == &backend) && s.stacked &&
+         source.always_in_stack() && selects_on_backend(w.config, s.router) &&
+         layer_stacks(w, source, layer, stacks);
+}
+
 void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
-               int64_t layer, const float* x, int64_t n_tokens, MoeScratch& s, const Trace& trace) {
+               int64_t layer, const float* x, int64_t n_tokens, MoeScratch& s, const Trace& trace,
+               const Backend* expert_backend) {
+  s.selected_on_backend = n_tokens == 1 && trace.observer == nullptr &&
+                          moe_decode_stays_on_backend(backend, w, source, layer, s, expert_backend);
+  if (s.selected_on_backend) {
+    // Decode from experts that are all in place: the choice never leaves the backend, so the
+    // step needs no host round trip (and a GPU can record it).
+    route_tokens_on_backend(backend, w.router, w.config, layer, x, 1, s.router, s.choice_ids.data(),
+                            s.choice_weights.data());
+    return;
+  }
   route_tokens(backend, w.router, w.config, layer, x, n_tokens, s.router, trace);
   distinct_experts(s.router, n_tokens * w.config.n_expert_used, s.experts);
   s.window = std::min(s.experts.size(), source.max_acquire());
@@ -220,7 +278,84 @@ void compute_experts(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
   }
 
   // llama.cpp: each output times its weight, then summed choice 0, 1, 2 … in that order.
-  backend.weighted_sum(s.outputs.data(), s.router.weights.data(), n_tokens, k, n_embd, out);
+  backend.upload(s.choice_weights.data(), s.router.weights.data(),
+                 size_t(n_tokens * k) * sizeof(float));
+  backend.weighted_sum(s.outputs.data(), s.choice_weights.data(), n_tokens, k, n_embd, out);
+}
+
+// One token on the stacked path: gate and up of the k choices in one product each, their GLU,
+// down, the weighted sum. The choices are in backend memory already, or were made on the host
+// (a source that loads: every one acquired, then looked up in its stack).
+void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
+                            int64_t layer, const LayerStacks& stacks, const float* x,
+                            int64_t n_embd, MoeScratch& s, float* out) {
+  const int64_t k = w.config.n_expert_used;
+  if (!s.selected_on_backend) {
+    s.row_slots.resize(size_t(k));
+    for (int64_t c = 0; c < k; ++c) {
+      const int32_t expert = s.router.selected[size_t(c)];
+      source.wait(layer, expert);
+      s.row_slots[size_t(c)] = source.stack_index(layer, expert);
+    }
+    backend.upload(s.choice_ids.data(), s.row_slots.data(), size_t(k) * sizeof(int32_t));
+    backend.upload(s.choice_weights.data(), s.router.weights.data(), size_t(k) * sizeof(float));
+  }
+  backend.matmul_experts(stacks.gate, s.choice_ids.data(), k, x, true, s.grouped_gate.data());
+  backend.matmul_experts(stacks.up, s.choice_ids.data(), k, x, true, s.grouped_up.data());
+  backend.glu(w.act, s.grouped_gate.data(), s.grouped_up.data(), k, w.n_ff);
+  backend.matmul_experts(stacks.down, s.choice_ids.data(), k, s.grouped_gate.data(), false,
+                         s.outputs.data());
+  if (!s.selected_on_backend) source.release(layer);
+  backend.weighted_sum(s.outputs.data(), s.choice_weights.data(), 1, k, n_embd, out);
+}
+
+// A chunk on the stacked path: per window of acquired experts, the rows routed to them gathered
+// expert by expert (tokens in order, as the per-expert path takes them), gate / up / down as one
+// grouped product each, the results scattered to (token, choice); then the weighted sum.
+void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
+                     int64_t layer, const LayerStacks& stacks, const float* x, int64_t n_tokens,
+                     int64_t n_embd, MoeScratch& s, float* out) {
+  const int64_t k = w.config.n_expert_used;
+  for (size_t begin = 0; begin < s.experts.size();) {
+    if (begin > 0) {
+      s.window = std::min(s.experts.size() - begin, source.max_acquire());
+      acquire_window(source, layer, s.experts.data() + begin, s.window);
+    }
+    s.group_ids.clear();
+    s.group_offsets.clear();
+    s.row_tokens.clear();
+    s.row_slots.clear();
+    for (size_t i = begin; i < begin + s.window; ++i) {
+      const int32_t expert = s.experts[i];
+      source.wait(layer, expert);
+      s.group_ids.push_back(source.stack_index(layer, expert));
+      s.group_offsets.push_back(int64_t(s.row_tokens.size()));
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t c = 0; c < k; ++c) {
+          if (s.router.selected[size_t(t * k + c)] != expert) continue;
+          s.row_tokens.push_back(int32_t(t));
+          s.row_slots.push_back(int32_t(t * k + c));
+        }
+      }
+    }
+    const int64_t m = int64_t(s.row_tokens.size());
+    const int64_t n_groups = int64_t(s.group_ids.size());
+    s.group_offsets.push_back(m);
+    backend.gather_rows(x, s.row_tokens.data(), m, n_embd, s.grouped_in.data());
+    backend.matmul_expert_groups(stacks.gate, s.group_ids.data(), s.group_offsets.data(), n_groups,
+                                 s.grouped_in.data(), s.grouped_gate.data());
+    backend.matmul_expert_groups(stacks.up, s.group_ids.data(), s.group_offsets.data(), n_groups,
+                                 s.grouped_in.data(), s.grouped_up.data());
+    backend.glu(w.act, s.grouped_gate.data(), s.grouped_up.data(), m, w.n_ff);
+    backend.matmul_expert_groups(stacks.down, s.group_ids.data(), s.group_offsets.data(), n_groups,
+                                 s.grouped_gate.data(), s.grouped_out.data());
+    backend.scatter_rows(s.grouped_out.data(), s.row_slots.data(), m, n_embd, s.outputs.data());
+    source.release(layer);
+    begin += s.window;
+  }
+  backend.upload(s.choice_weights.data(), s.router.weights.data(),
+                 size_t(n_tokens * k) * sizeof(float));
+  backend.weighted_sum(s.outputs.data(), s.choice_weights.data(), n_tokens, k, n_embd, out);
 }
 
 // The scratch of the expert backend, with this chunk's routing.
@@ -248,7 +383,18 @@ MoeScratch& hybrid_scratch(Backend& expert_backend, const MoeFfnWeights& w, int6
 void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                  int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
                  float* out, const Trace& trace, Backend* expert_backend) {
-  if (expert_backend == nullptr || expert_backend == &backend) {
+  LayerStacks stacks;
+  const bool own_backend = expert_backend == nullptr || expert_backend == &backend;
+  if (s.selected_on_backend ||
+      (own_backend && s.stacked && layer_stacks(w, source, layer, stacks) &&
+       (n_tokens > 1 || s.window == s.experts.size()))) {
+    if (s.selected_on_backend) layer_stacks(w, source, layer, stacks);
+    if (n_tokens == 1) {
+      compute_decode_stacked(backend, w, source, layer, stacks, x, n_embd, s, out);
+    } else {
+      compute_grouped(backend, w, source, layer, stacks, x, n_tokens, n_embd, s, out);
+    }
+  } else if (own_backend) {
     compute_experts(backend, w, source, layer, x, n_tokens, n_embd, s, out);
   } else {
     MoeScratch& h = hybrid_scratch(*expert_backend, w, n_embd, s);

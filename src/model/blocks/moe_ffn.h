@@ -67,20 +67,49 @@ struct MoeScratch {
   std::vector<int32_t> slots;    // [n_batch] their rows of `outputs` (token * k + choice)
   std::vector<int32_t> halves;  // [2 n_batch] 0, 2, 4 … then 1, 3, 5 …: a fused output's halves
   int64_t n_batch = 0;
+  // The stacked paths (a backend whose memory is not the host's, i.e. a GPU, and a source with
+  // stacks): the experts multiplied by stack index, many per launch. Decode keeps the choices in
+  // backend memory (chosen there when the source needs no acquire); prefill groups the routed
+  // rows by expert.
+  bool stacked = false;                // reserve() on a backend whose memory is not the host's
+  bool selected_on_backend = false;    // this call's choices were made on the backend
+  BackendArray<int32_t> choice_ids;    // [n_batch * k] stack indices of the choices
+  BackendArray<float> choice_weights;  // [n_batch * k] their weights
+  BackendArray<float> grouped_in, grouped_out;   // [n_batch * k, n_embd] rows by expert
+  BackendArray<float> grouped_gate, grouped_up;  // [n_batch * k, n_ff]
+  std::vector<int32_t> group_ids;                // stack index of each group's expert
+  std::vector<int64_t> group_offsets;            // first row of each group, then the end
+  std::vector<int32_t> row_tokens, row_slots;    // [n_batch * k] each grouped row's token, output
   // Hybrid placement (experts on another backend): that backend's scratch, made on first use,
   // and in it the chunk's rows and their expert sum, [n_batch, n_embd] each.
   std::unique_ptr<MoeScratch> hybrid;
   BackendArray<float> input, sum;
   void reserve(Backend& backend, const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch);
+  // The stacked paths' buffers, and stacked = true (reserve() calls it for a GPU; a test may on
+  // the CPU, whose ops give the per-expert path's numbers).
+  void use_stacks(Backend& backend, const MoeFfnWeights& w, int64_t n_embd);
 };
 
 // The block in two halves, so a caller can start speculative reads for the next layer after
 // this layer's demand reads are queued and before its experts compute:
 // moe_route routes x [n_tokens, n_embd] and acquires the chosen experts (misses start loading);
-// moe_compute runs them, releases them and writes out [n_tokens, n_embd].
+// moe_compute runs them, releases them and writes out [n_tokens, n_embd]. Both get the same
+// expert_backend.
+//
+// On a backend whose memory is not the host's (a GPU) with a source that has stacks
+// (ExpertSource::stack), the experts are multiplied by stack index: a decode token's k choices
+// in one product per part — chosen on the backend when the source needs no acquire, so the step
+// reads nothing back — and a chunk's rows grouped by expert, one product per part for all. The
+// numbers do not depend on the source: a device's slots and the resident file give the same.
 void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                int64_t layer, const float* x, int64_t n_tokens, MoeScratch& scratch,
-               const Trace& trace);
+               const Trace& trace, const Backend* expert_backend = nullptr);
+// Whether a one-token moe_route / moe_compute of this layer keeps everything on the backend (the
+// choice made there, nothing read back), so that a decode step can be recorded.
+bool moe_decode_stays_on_backend(const Backend& backend, const MoeFfnWeights& w,
+                                 const experts::ExpertSource& source, int64_t layer,
+                                 const MoeScratch& scratch, const Backend* expert_backend);
+
 // expert_backend (a host-memory backend other than `backend`: the CPU while the rest runs on the
 // GPU, llama.cpp's `-ot exps=CPU`): the routed rows are downloaded, the experts computed there
 // from the source's host views, and the sum uploaded — the same numbers the expert backend

@@ -101,6 +101,19 @@ class PreNormDecoder final : public LanguageModel {
 
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
 
+  bool decode_reads_host(const Backend& backend, const experts::ExpertSource* experts,
+                         const Backend* expert_backend) const override {
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+      const Layer& layer = layers_[size_t(il)];
+      if (!layer.is_moe) continue;
+      if (experts == nullptr || !moe_decode_stays_on_backend(backend, layer.moe, *experts, il,
+                                                             moe_scratch_, expert_backend)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
     attn_scratch_.reserve(backend, shape_, n_batch);
@@ -134,7 +147,7 @@ class PreNormDecoder final : public LanguageModel {
         if (request.experts == nullptr)
           fail(summary_.architecture, ": MoE forward without experts");
         moe_route(backend, layer.moe, *request.experts, il, stream_.xn.data(), n, moe_scratch_,
-                  trace);
+                  trace, request.expert_backend);
         if (il + 1 < hp_.n_layer && layers_[size_t(il + 1)].is_moe) {
           const Layer& next = layers_[size_t(il + 1)];
           moe_prefetch(backend, next.moe, next.ffn_norm, hp_.rms_eps, *request.experts, il + 1, x,

@@ -3,79 +3,39 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
+
+#include "core/error.h"
 
 namespace sluice::model {
-namespace {
 
-// Indices of the k largest of scores[0..n), best first, as ggml's argsort (descending,
-// std::sort over all indices) followed by a view of the first k.
-void sort_descending(const float* scores, int64_t n, std::vector<int32_t>& order) {
-  order.resize(size_t(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(),
-            [scores](int32_t a, int32_t b) { return scores[a] > scores[b]; });
+ExpertSelection expert_selection(const RouterConfig& c) {
+  ExpertSelection s;
+  s.n_expert = c.n_expert;
+  s.n_expert_used = c.n_expert_used;
+  s.n_group = c.n_group;
+  s.n_group_used = c.n_group_used;
+  s.norm_weights = c.norm_weights;
+  s.weights_scale = c.weights_scale;
+  return s;
 }
-
-// Keeps only the n_group_used groups whose two best scores sum highest (DeepSeek V3's
-// group-limited routing); the others' scores become -inf.
-void mask_groups(float* selection, const RouterConfig& c, RouterScratch& s) {
-  const int64_t per_group = c.n_expert / c.n_group;
-  s.group_scores.resize(size_t(c.n_group));
-  for (int64_t g = 0; g < c.n_group; ++g) {
-    const float* group = selection + g * per_group;
-    sort_descending(group, per_group, s.order);
-    // ggml_sum_rows: a double sum stored as float.
-    s.group_scores[size_t(g)] = float(double(group[s.order[0]]) + double(group[s.order[1]]));
-  }
-  sort_descending(s.group_scores.data(), c.n_group, s.order);
-  for (int64_t g = 0; g < c.n_group; ++g) {
-    const auto kept = s.order.begin() + c.n_group_used;
-    if (std::find(s.order.begin(), kept, int32_t(g)) != kept) continue;
-    std::fill(selection + g * per_group, selection + (g + 1) * per_group, -INFINITY);
-  }
-}
-
-void weigh(const float* probs, const RouterConfig& c, const int32_t* chosen, float* weights) {
-  const int64_t k = c.n_expert_used;
-  for (int64_t i = 0; i < k; ++i) weights[i] = probs[chosen[i]];
-  if (c.gating == ExpertGating::kSoftmaxWeight) {
-    float max = -INFINITY;
-    for (int64_t i = 0; i < k; ++i) max = std::fmax(max, weights[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < k; ++i) {
-      weights[i] = std::exp(weights[i] - max);
-      sum += double(weights[i]);
-    }
-    const float inv = float(1.0 / sum);
-    for (int64_t i = 0; i < k; ++i) weights[i] *= inv;
-  }
-  if (c.norm_weights) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < k; ++i) sum += double(weights[i]);
-    // Clamped to the smallest normal half, as llama.cpp does against a zero sum.
-    const float total = std::max(float(sum), 6.103515625e-5f);
-    for (int64_t i = 0; i < k; ++i) weights[i] /= total;
-  }
-  if (c.weights_scale != 0.0f && c.weights_scale != 1.0f) {
-    for (int64_t i = 0; i < k; ++i) weights[i] *= c.weights_scale;
-  }
-}
-
-}  // namespace
 
 void RouterScratch::reserve(Backend& backend, const RouterConfig& c, int64_t n_batch) {
   logits.resize(backend, size_t(n_batch * c.n_expert));
   probs.resize(size_t(n_batch * c.n_expert));
-  selection.resize(size_t(c.n_expert));
-  order.reserve(size_t(c.n_expert));
-  group_scores.reserve(size_t(std::max<int64_t>(c.n_group, 1)));
+  selection.scores.reserve(size_t(c.n_expert));
+  selection.order.reserve(size_t(c.n_expert));
+  selection.group_scores.reserve(size_t(std::max<int64_t>(c.n_group, 1)));
   selected.resize(size_t(n_batch * c.n_expert_used));
   weights.resize(size_t(n_batch * c.n_expert_used));
 }
 
-void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& c, int64_t layer,
-                  const float* x, int64_t n_tokens, RouterScratch& s, const Trace& trace) {
+namespace {
+
+// The gate's logits (+ bias) into s.logits on the backend, and their softmax when that is the
+// gating.
+const float* gate_scores(Backend& backend, const RouterWeights& w, const RouterConfig& c,
+                         int64_t layer, const float* x, int64_t n_tokens, RouterScratch& s,
+                         const Trace& trace) {
   float* logits = s.logits.data();
   backend.matmul(w.gate, x, logits, n_tokens);
   trace("ffn_moe_logits", layer, logits, c.n_expert);
@@ -84,6 +44,27 @@ void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& 
     trace("ffn_moe_logits_biased", layer, logits, c.n_expert);
   }
   if (c.gating == ExpertGating::kSoftmax) backend.softmax_rows(logits, n_tokens, c.n_expert);
+  return logits;
+}
+
+}  // namespace
+
+bool selects_on_backend(const RouterConfig& c, const RouterScratch& s) {
+  return c.gating == ExpertGating::kSoftmax && s.given == nullptr;
+}
+
+void route_tokens_on_backend(Backend& backend, const RouterWeights& w, const RouterConfig& c,
+                             int64_t layer, const float* x, int64_t n_tokens, RouterScratch& s,
+                             int32_t* selected, float* weights) {
+  if (!selects_on_backend(c, s)) fail("router: this gating cannot choose on the backend");
+  const float* probs = gate_scores(backend, w, c, layer, x, n_tokens, s, {});
+  backend.select_experts(probs, w.selection_bias.empty() ? nullptr : w.selection_bias.data(),
+                         n_tokens, expert_selection(c), selected, weights);
+}
+
+void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& c, int64_t layer,
+                  const float* x, int64_t n_tokens, RouterScratch& s, const Trace& trace) {
+  const float* logits = gate_scores(backend, w, c, layer, x, n_tokens, s, trace);
   float* probs = s.probs.data();
   backend.download(probs, logits, size_t(n_tokens * c.n_expert) * sizeof(float));
   Trace host_trace = trace;
@@ -100,23 +81,19 @@ void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& 
   }
   host_trace("ffn_moe_probs", layer, probs, c.n_expert);
 
+  const ExpertSelection selection = expert_selection(c);
+  const bool softmax_chosen = c.gating == ExpertGating::kSoftmaxWeight;
+  const float* bias = w.selection_bias.empty() ? nullptr : w.selection_bias.data();
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* token_probs = probs + t * c.n_expert;
     int32_t* chosen = s.selected.data() + t * c.n_expert_used;
     if (s.given != nullptr) {
       std::copy_n(s.given + t * c.n_expert_used, c.n_expert_used, chosen);
-      weigh(token_probs, c, chosen, s.weights.data() + t * c.n_expert_used);
-      continue;
+    } else {
+      select_top_experts(token_probs, bias, selection, s.selection, chosen);
     }
-    float* selection = s.selection.data();
-    for (int64_t e = 0; e < c.n_expert; ++e) {
-      selection[e] =
-          token_probs[e] + (w.selection_bias.empty() ? 0.0f : w.selection_bias[size_t(e)]);
-    }
-    if (c.n_group > 1) mask_groups(selection, c, s);
-    sort_descending(selection, c.n_expert, s.order);
-    std::copy_n(s.order.begin(), c.n_expert_used, chosen);
-    weigh(token_probs, c, chosen, s.weights.data() + t * c.n_expert_used);
+    weigh_chosen_experts(token_probs, chosen, selection, softmax_chosen,
+                         s.weights.data() + t * c.n_expert_used);
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "backend/backend.h"
 #include "backend/backend_array.h"
+#include "backend/expert_selection.h"
 #include "model/blocks/trace.h"
 
 namespace sluice::model {
@@ -39,18 +40,19 @@ struct RouterWeights {
 };
 
 struct RouterScratch {
-  BackendArray<float> logits;       // [n_batch, n_expert] the gate's output (backend memory)
-  std::vector<float> probs;         // [n_batch, n_expert] probabilities, on the host
-  std::vector<float> selection;     // [n_expert] one token's selection scores
-  std::vector<int32_t> order;       // [n_expert] sort buffer
-  std::vector<float> group_scores;  // [n_group]
-  std::vector<int32_t> selected;    // [n_batch, n_expert_used] expert ids, best first
-  std::vector<float> weights;       // [n_batch, n_expert_used]
+  BackendArray<float> logits;     // [n_batch, n_expert] the gate's output (backend memory)
+  std::vector<float> probs;       // [n_batch, n_expert] probabilities, on the host
+  SelectionScratch selection;     // one token's selection buffers
+  std::vector<int32_t> selected;  // [n_batch, n_expert_used] expert ids, best first
+  std::vector<float> weights;     // [n_batch, n_expert_used]
   // [n_tokens, n_expert_used] experts chosen by the caller (DeepSeek V4's hash-routed layers pick
   // them from the token ids); the probabilities still weigh them. nullptr: the router selects.
   const int32_t* given = nullptr;
   void reserve(Backend& backend, const RouterConfig& config, int64_t n_batch);
 };
+
+// The selection part of a router's configuration (the gating is the router's).
+ExpertSelection expert_selection(const RouterConfig& config);
 
 // Routes x [n_tokens, n_embd]: fills scratch.selected and scratch.weights. The gate's product (and
 // its bias and softmax) run on the backend; the probabilities are read back and the selection
@@ -58,5 +60,16 @@ struct RouterScratch {
 void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& config,
                   int64_t layer, const float* x, int64_t n_tokens, RouterScratch& scratch,
                   const Trace& trace);
+
+// Whether the choice can stay on the backend (route_tokens_on_backend): the probabilities are a
+// softmax the backend computes and the caller gives no experts.
+bool selects_on_backend(const RouterConfig& config, const RouterScratch& scratch);
+
+// Routes x [n_tokens, n_embd] without leaving the backend: the gate, its softmax and
+// Backend::select_experts, into selected / weights [n_tokens, n_expert_used] (backend memory).
+// Only when selects_on_backend; no trace (the probabilities never reach the host).
+void route_tokens_on_backend(Backend& backend, const RouterWeights& w, const RouterConfig& config,
+                             int64_t layer, const float* x, int64_t n_tokens,
+                             RouterScratch& scratch, int32_t* selected, float* weights);
 
 }  // namespace sluice::model

@@ -1,6 +1,6 @@
-// StepRecording: the first decode steps alternate between recorded and plain, then the kind with
-// the lower median time is kept — a slow first recording (the graph's instantiation) or one
-// slow plain step does not decide.
+// StepRecording: the first decode steps are timed in blocks — kTrials + 1 recorded steps (the
+// first, the capture, untimed), then kTrials plain ones — and the kind with the lower median
+// time is kept: a slow capture or one slow plain step does not decide.
 #include "runtime/step_recording.h"
 
 #include <gtest/gtest.h>
@@ -8,19 +8,20 @@
 namespace sluice {
 namespace {
 
-void run(StepRecording& choice, double recorded_s, double plain_s, double first_recorded_s) {
-  bool first = true;
-  for (size_t i = 0; i < 2 * StepRecording::kTrials; ++i) {
+// Drives the trial blocks, checking which kind each step is asked to be: seven recorded steps
+// (were the capture timed, the block would end after six), then six plain ones.
+void run(StepRecording& choice, double recorded_s, double plain_s, double capture_s) {
+  const size_t recorded_steps = StepRecording::kTrials + 1;
+  for (size_t i = 0; i < recorded_steps + StepRecording::kTrials; ++i) {
     const bool recorded = choice.want();
-    EXPECT_EQ(recorded, i % 2 == 0) << "trial " << i << " alternates, recorded first";
-    choice.observe(recorded, recorded ? (first ? first_recorded_s : recorded_s) : plain_s);
-    if (recorded) first = false;
+    EXPECT_EQ(recorded, i < recorded_steps) << "step " << i << ": a recorded block, then plain";
+    choice.observe(recorded, recorded ? (i == 0 ? capture_s : recorded_s) : plain_s);
   }
 }
 
 TEST(StepRecording, KeepsRecordingWhenItIsFaster) {
   StepRecording choice;
-  run(choice, 0.002, 0.003, 0.050);  // the first recording instantiates the graph: slow
+  run(choice, 0.002, 0.003, 0.050);  // the capture instantiates the graph: slow
   EXPECT_TRUE(choice.want());
   choice.observe(true, 1.0);  // later steps no longer count
   EXPECT_TRUE(choice.want());
@@ -30,6 +31,16 @@ TEST(StepRecording, StopsRecordingWhenPlainStepsAreFaster) {
   StepRecording choice;
   run(choice, 0.0040, 0.0036, 0.0040);
   EXPECT_FALSE(choice.want());
+  choice.observe(false, 1.0);
+  EXPECT_FALSE(choice.want());
+}
+
+// Without recorded steps (graphs off, the CPU backend) every observation is plain: want() keeps
+// asking and the caller keeps running plain steps; nothing is decided from plain times alone.
+TEST(StepRecording, PlainStepsAloneDecideNothing) {
+  StepRecording choice;
+  for (size_t i = 0; i < 3 * StepRecording::kTrials; ++i) choice.observe(false, 0.001);
+  EXPECT_TRUE(choice.want());
 }
 
 }  // namespace

@@ -1,0 +1,132 @@
+// The MoE block's stacked paths (what a GPU runs: the choices' products by stack index for a
+// decode token, the rows grouped by expert for a chunk) against its per-expert path, on the CPU
+// backend, whose stacked ops are one matmul per matrix: the outputs must be bit-identical —
+// from the resident file (choices made on the backend for a decode token) and from device slots
+// in the CPU backend's memory (choices made on the host, slots looked up), with windows smaller
+// than the chunk's experts.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
+#include "experts/device_expert_slots.h"
+#include "experts/resident_experts.h"
+#include "model/blocks/moe_ffn.h"
+
+namespace sluice::model {
+namespace {
+
+using experts::ExpertPart;
+
+constexpr int64_t kEmbd = 64, kFf = 32, kExperts = 8, kUsed = 3, kLayers = 2;
+
+class MoeStackedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::mt19937 rng(seed_);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    path_ = (std::filesystem::path(::testing::TempDir()) /
+             ("sluice_moe_stacked_" + std::to_string(::getpid()) + ".bin"))
+                .string();
+    // Per layer: gate, up [kFf rows of kEmbd], down [kEmbd rows of kFf] stacks, F32.
+    std::ofstream out(path_, std::ios::binary);
+    layout_.n_expert_used = kUsed;
+    layout_.layers.resize(kLayers);
+    uint64_t offset = 0;
+    for (int64_t l = 0; l < kLayers; ++l) {
+      layout_.layers[size_t(l)].n_expert = kExperts;
+      for (ExpertPart p : {ExpertPart::kGate, ExpertPart::kUp, ExpertPart::kDown}) {
+        experts::ExpertTensor& t = layout_.layers[size_t(l)].parts[size_t(p)];
+        t.name = "blk." + std::to_string(l) + "." + experts::expert_part_name(p);
+        t.type = QType::F32;
+        t.n_cols = p == ExpertPart::kDown ? kFf : kEmbd;
+        t.n_rows = p == ExpertPart::kDown ? kEmbd : kFf;
+        t.offset = offset;
+        t.expert_stride = t.expert_bytes = uint64_t(kEmbd * kFf) * sizeof(float);
+        std::vector<float> values(size_t(kExperts * kEmbd * kFf));
+        for (float& v : values) v = uniform(rng);
+        out.write(reinterpret_cast<const char*>(values.data()),
+                  std::streamsize(values.size() * sizeof(float)));
+        offset += t.expert_bytes * kExperts;
+      }
+    }
+    out.close();
+    layout_.files.push_back(std::make_shared<File>(File::open(path_)));
+    router_.resize(size_t(kEmbd * kExperts));
+    for (float& v : router_) v = uniform(rng);
+    weights_.router.gate = {QType::F32, router_.data(), kEmbd, kExperts};
+    weights_.config.n_expert = kExperts;
+    weights_.config.n_expert_used = kUsed;
+    weights_.config.norm_weights = true;
+    weights_.n_ff = kFf;
+    x_.resize(size_t(5 * kEmbd));
+    for (float& v : x_) v = uniform(rng);
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  // Both layers' MoE output for the first n_tokens rows of x_, stacked or per expert.
+  std::vector<float> run(experts::ExpertSource& source, bool stacked, int64_t n_tokens) {
+    MoeScratch scratch;
+    scratch.reserve(cpu_, weights_, kEmbd, 5);
+    if (stacked) scratch.use_stacks(cpu_, weights_, kEmbd);
+    std::vector<float> out(size_t(kLayers * n_tokens * kEmbd));
+    for (int64_t l = 0; l < kLayers; ++l) {
+      float* layer_out = out.data() + l * n_tokens * kEmbd;
+      moe_route(cpu_, weights_, source, l, x_.data(), n_tokens, scratch, {});
+      EXPECT_EQ(scratch.selected_on_backend, stacked && n_tokens == 1 && source.always_in_stack())
+          << "layer " << l << " tokens " << n_tokens;
+      moe_compute(cpu_, weights_, source, l, x_.data(), n_tokens, kEmbd, scratch, layer_out, {});
+    }
+    return out;
+  }
+
+  static void expect_bits(const std::vector<float>& got, const std::vector<float>& want,
+                          const std::string& what, uint32_t seed) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+          << what << " at " << i << ": " << got[i] << " vs " << want[i] << " (seed " << seed << ")";
+    }
+  }
+
+  uint32_t seed_ = 0;
+  std::string path_;
+  experts::ExpertLayout layout_;
+  std::vector<float> router_, x_;
+  MoeFfnWeights weights_;
+  cpu::CpuBackend cpu_{nullptr};
+};
+
+TEST_F(MoeStackedTest, ResidentStacksGiveThePerExpertNumbers) {
+  experts::ResidentExperts resident(layout_);
+  ExpertStack stack;
+  ASSERT_TRUE(resident.stack(1, ExpertPart::kDown, stack));
+  EXPECT_EQ(stack.count, kExperts);
+  EXPECT_EQ(stack.n_cols, kFf);
+  for (int64_t n : {1, 5}) {
+    const std::vector<float> per_expert = run(resident, false, n);
+    expect_bits(run(resident, true, n), per_expert, "tokens " + std::to_string(n), seed_);
+  }
+}
+
+TEST_F(MoeStackedTest, DeviceSlotsGiveTheResidentNumbers) {
+  experts::ResidentExperts resident(layout_);
+  // 4 slots: a 5-token chunk's experts come in windows of 4; decode's 3 choices fit.
+  experts::DeviceExpertSlots slots(std::make_unique<experts::ResidentExperts>(layout_), layout_,
+                                   cpu_, 4);
+  ASSERT_FALSE(slots.always_in_stack());
+  for (int64_t n : {1, 5}) {
+    const std::vector<float> reference = run(resident, false, n);
+    expect_bits(run(slots, true, n), reference, "slots, tokens " + std::to_string(n), seed_);
+  }
+}
+
+}  // namespace
+}  // namespace sluice::model
