@@ -117,6 +117,14 @@ class Backend {
   // y[r] = x[r] / rms(x[r]) * weight (weight may be nullptr: no scaling). In place allowed.
   virtual void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
                         float eps) = 0;
+  // The residual add and the next norm of a pre-norm block: x += branch, then
+  // xn = rms_norm(x) * weight; x, branch, xn: [n_rows, n]. xn may be branch, not x. The numbers
+  // of add then rms_norm (the default); a GPU backend saves a launch and a pass over x.
+  virtual void add_rms_norm(float* x, const float* branch, const float* weight, float* xn,
+                            int64_t n_rows, int64_t n, float eps) {
+    add(x, branch, n_rows * n);
+    rms_norm(x, weight, xn, n_rows, n, eps);
+  }
   // Rotates x: [n_tokens, n_head, head_dim] in place; token t at position pos0 + t.
   virtual void rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
                     const RopeConfig& config) = 0;
@@ -164,6 +172,14 @@ class Backend {
   // of each matrix on its one row.
   virtual void matmul_experts(const ExpertStack& stack, const int32_t* ids, int64_t n,
                               const float* x, bool shared_input, float* y) = 0;
+  // ys[i] = matmul_experts(stacks[i], ids, n, x, shared input) for the n_stacks parts that read
+  // one token's input (gate and up): a backend may convert x once and run them as one loop. The
+  // same numbers as one matmul_experts each (the default).
+  virtual void matmul_experts_shared_input(const ExpertStack* stacks, float* const* ys,
+                                           size_t n_stacks, const int32_t* ids, int64_t n,
+                                           const float* x) {
+    for (size_t i = 0; i < n_stacks; ++i) matmul_experts(stacks[i], ids, n, x, true, ys[i]);
+  }
   // For g < n_groups: rows offsets[g] .. offsets[g + 1] of x multiplied by stack.matrix(ids[g])
   // into the same rows of y [offsets[n_groups], n_rows] (the rows routed to one expert made
   // contiguous). ids and offsets: host lists. The numbers of a batched matmul per group (a GPU
@@ -187,6 +203,21 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Waits until every op queued so far has finished (a no-op where ops run synchronously).
   virtual void synchronize() {}
+  // A hint: host memory [p, p + bytes), unchanged while the backend lives, will be uploaded from
+  // often (the host tier of the routed experts behind a GPU's slots). A GPU backend may
+  // page-lock it, so that those copies run at the bus's full rate and need not be waited for.
+  // True when it did; nothing else changes either way.
+  virtual bool pin_host_memory(const void* p, size_t bytes) {
+    (void)p, (void)bytes;
+    return false;
+  }
+  // Copies ahead of need (a GPU's expert slots filled for the next layer while this one
+  // computes): upload_ahead copies host memory on a side channel that starts once every op
+  // queued before it has run and overlaps the ops queued after it; join_ahead() puts every op
+  // queued after it behind those copies. The host bytes must stay unchanged until the join (the
+  // mapped file). Defaults: a plain upload, nothing to join.
+  virtual void upload_ahead(void* dst, const void* host, size_t bytes) { upload(dst, host, bytes); }
+  virtual void join_ahead() {}
 
   // Recorded steps (a GPU backend's CUDA graphs): begin_recorded_step() true means the ops the
   // caller queues next — one whole forward step — are recorded, not run; end_recorded_step()

@@ -21,6 +21,7 @@ namespace sluice::experts {
 struct DeviceSlotCounters {
   uint64_t hits = 0;          // acquired experts already in a device slot
   uint64_t misses = 0;        // acquired experts copied in from the host tier
+  uint64_t prefetched = 0;    // experts copied in ahead of need (prefetch)
   uint64_t bytes_copied = 0;  // host → device
 };
 
@@ -38,8 +39,15 @@ class DeviceExpertSlots final : public ExpertSource {
   ExpertWeights wait(int64_t layer, int32_t id) override;
   void release(int64_t layer) override;
   void prefetch(int64_t layer, std::span<const int32_t> ids) override;
+  ~DeviceExpertSlots() override;
   size_t max_acquire() const override;
-  bool wants_prefetch() const override { return host_->wants_prefetch(); }
+  // A guess: experts already in host memory (the mapped file's) are copied into device slots at
+  // once, on the backend's side channel (Backend::upload_ahead), while the current layer computes
+  // — as many as the slots left free by the current acquire allow; the next acquire joins the
+  // copies. A host tier that loads (the streaming cache) gets the guess to start its reads.
+  bool wants_prefetch() const override {
+    return host_->wants_prefetch() || host_->always_in_stack();
+  }
   // Each part is a stack over the slots (stride: one slot), indexed by slot.
   bool stack(int64_t layer, ExpertPart part, ExpertStack& out) const override;
   int32_t stack_index(int64_t layer, int32_t id) const override;
@@ -49,12 +57,19 @@ class DeviceExpertSlots final : public ExpertSource {
   const ExpertSource& host() const { return *host_; }
   const DeviceSlotCounters& device_counters() const { return counters_; }
   int64_t n_slots() const { return int64_t(owner_.size()); }
+  // Bytes of the host tier the backend page-locked (Backend::pin_host_memory).
+  uint64_t pinned_bytes() const { return pinned_bytes_; }
 
  private:
   static uint64_t key(int64_t layer, int32_t id) { return (uint64_t(layer) << 32) | uint32_t(id); }
   ExpertWeights views(int64_t layer, int64_t slot) const;
   int64_t victim() const;
   void pin(int64_t slot);
+  // Takes the least recently used unpinned slot for (layer, id), dropping what it held.
+  int64_t take_slot(int64_t layer, int32_t id);
+  // Copies the expert's parts from the host views into `slot`, ahead of need or at once.
+  void fill(int64_t layer, int64_t slot, const ExpertWeights& host, bool ahead);
+  void join_prefetches();
 
   std::unique_ptr<ExpertSource> host_;
   const ExpertLayout& layout_;
@@ -68,7 +83,10 @@ class DeviceExpertSlots final : public ExpertSource {
   std::vector<int64_t> pinned_slots_;           // which those are (release clears only them)
   std::vector<int32_t> host_ids_;               // the current acquire's device misses
   std::vector<int32_t> prefetch_ids_;           // a prefetch's guesses not on the device
+  std::vector<int64_t> ahead_slots_;            // slots being filled ahead (pinned until joined)
   uint64_t tick_ = 0;
+  int64_t current_layer_ = -1;  // of the last acquire (whose host_ids_ are its misses)
+  uint64_t pinned_bytes_ = 0;
   DeviceSlotCounters counters_;
 };
 

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
@@ -212,8 +213,16 @@ void LoadedModel::place_experts_on_device(const ModelOptions& options) {
   }
   placement_.insert(placement_.end(), plan.reasons.begin(), plan.reasons.end());
   if (plan.mode == experts::DevicePlan::Mode::kSlots) {
-    experts_ = std::make_unique<experts::DeviceExpertSlots>(std::move(experts_), expert_layout_,
-                                                            *backend_, plan.n_slots);
+    auto slots = std::make_unique<experts::DeviceExpertSlots>(std::move(experts_), expert_layout_,
+                                                              *backend_, plan.n_slots);
+    if (slots->pinned_bytes() > 0) {
+      char line[160];
+      std::snprintf(line, sizeof line,
+                    "device tier fed from page-locked host memory (%.2f GiB of the mapped file)",
+                    double(slots->pinned_bytes()) / double(uint64_t(1) << 30));
+      placement_.push_back(line);
+    }
+    experts_ = std::move(slots);
   } else if (plan.mode == experts::DevicePlan::Mode::kHybrid) {
     expert_backend_ = std::make_unique<cpu::CpuBackend>(pool_.get());
   }

@@ -129,6 +129,55 @@ TEST_F(CudaBackendTest, RmsNorm) {
   }
 }
 
+// add_rms_norm (the residual add fused with the next norm): bit-equal to the backend's own add
+// then rms_norm (the same float operations, the same block reduction), x keeping the sums; the
+// sums bit-equal to the CPU's (one rounded addition each) and the norm within rms_norm's 1 ulp
+// of the CPU's add then rms_norm. Also with the norm written over the branch, and x as the
+// norm's output refused.
+TEST_F(CudaBackendTest, AddRmsNormEqualsAddThenRmsNorm) {
+  for (int64_t n : {1, 64, 576, 4099}) {
+    for (int64_t rows : {1, 7}) {
+      const size_t count = size_t(rows * n);
+      const auto x = uniform(count, -3.0f, 3.0f);
+      const auto branch = uniform(count, -3.0f, 3.0f);
+      const auto w = uniform(size_t(n), -2.0f, 2.0f);
+      for (bool weighted : {true, false}) {
+        const std::string what = "n=" + std::to_string(n) + " rows=" + std::to_string(rows) +
+                                 (weighted ? " weighted" : "");
+        std::vector<float> cpu_x = x, cpu_xn(count);
+        cpu_.add_rms_norm(cpu_x.data(), branch.data(), weighted ? w.data() : nullptr, cpu_xn.data(),
+                          rows, n, 1e-6f);
+        auto dw = upload(w);
+        const float* weight = weighted ? dw.as<float>() : nullptr;
+        auto db = upload(branch);
+        auto dx_split = upload(x);
+        auto dxn_split = poisoned(count * sizeof(float));
+        gpu_->add(dx_split.as<float>(), db.as<float>(), int64_t(count));
+        gpu_->rms_norm(dx_split.as<float>(), weight, dxn_split.as<float>(), rows, n, 1e-6f);
+        const auto split_x = download<float>(dx_split, count);
+        const auto split_xn = download<float>(dxn_split, count);
+        auto dx = upload(x);
+        auto dxn = poisoned(count * sizeof(float));
+        gpu_->add_rms_norm(dx.as<float>(), db.as<float>(), weight, dxn.as<float>(), rows, n, 1e-6f);
+        expect_ulps(download<float>(dx, count), split_x, 0, "fused x, " + what);
+        expect_ulps(download<float>(dxn, count), split_xn, 0, "fused xn, " + what);
+        expect_ulps(split_x, cpu_x, 0, "x against the CPU, " + what);
+        expect_ulps(split_xn, cpu_xn, 1, "xn against the CPU, " + what);
+        auto dx_alias = upload(x);
+        auto db_alias = upload(branch);  // the norm lands over the branch it read
+        gpu_->add_rms_norm(dx_alias.as<float>(), db_alias.as<float>(), weight, db_alias.as<float>(),
+                           rows, n, 1e-6f);
+        expect_ulps(download<float>(dx_alias, count), split_x, 0, "x, xn over branch, " + what);
+        expect_ulps(download<float>(db_alias, count), split_xn, 0, "xn over branch, " + what);
+      }
+    }
+  }
+  auto dx = upload(uniform(64, -1.0f, 1.0f));
+  EXPECT_THROW(
+      gpu_->add_rms_norm(dx.as<float>(), dx.as<float>(), nullptr, dx.as<float>(), 1, 64, 1e-6f),
+      Error);
+}
+
 // rope: the same float steps; cos/sin are correctly rounded here and within ~0.56 ulp in glibc,
 // so an angle may differ by 1 ulp: |difference| <= 2^-22 (|x0| + |x1|) of the rotated pair.
 TEST_F(CudaBackendTest, RopeVariants) {

@@ -27,6 +27,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/quant_matmul.h"
 #include "backend/quant_test_data.h"
 #include "quant/qtype.h"
 #include "sluice/error.h"
@@ -443,6 +444,86 @@ TEST_F(CudaModelOpsTest, SharedInputMatmulEqualsOneMatmulEach) {
       }
     }
   }
+}
+
+// Matrices of one type share one product launch (the int8 kernel walks each matrix's blocks in
+// turn): every output is still matmul's, bit for bit, for the layer shapes of q/k/v (576/192/
+// 192) and gate/up, row counts that leave a partly filled block before the next matrix, five
+// matrices (two launches of the 4-matrix kernel), and types mixed within one activation format
+// (one launch per type, matrices of a type not adjacent).
+TEST_F(CudaModelOpsTest, SharedInputOneLaunchPerTypeEqualsOneMatmulEach) {
+  const int64_t n_cols = 768;  // whole blocks of 256 and of 32
+  using Case = std::vector<std::pair<QType, int64_t>>;
+  std::vector<Case> cases;
+  for (QType type : {QType::Q4_0, QType::Q4_1, QType::Q8_0, QType::Q4_K, QType::Q5_K, QType::Q6_K,
+                     QType::IQ4_XS}) {
+    cases.push_back({{type, 576}, {type, 192}, {type, 192}});
+    cases.push_back({{type, 1536}, {type, 1536}});
+    cases.push_back({{type, 577}, {type, 190}, {type, 37}, {type, 1}, {type, 64}});
+  }
+  cases.push_back({{QType::Q4_K, 576},
+                   {QType::Q6_K, 190},
+                   {QType::Q4_K, 192},
+                   {QType::Q6_K, 9},
+                   {QType::IQ4_XS, 64}});
+  cases.push_back({{QType::Q4_0, 100}, {QType::Q8_0, 61}, {QType::Q4_0, 3}});
+  for (const Case& c : cases) {
+    std::vector<std::vector<uint8_t>> data;
+    for (const auto& [type, rows] : c) data.push_back(random_weight_rows(type, rows, n_cols, rng_));
+    std::vector<MatrixView> ws;
+    for (size_t i = 0; i < c.size(); ++i)
+      ws.push_back({c[i].first, data[i].data(), n_cols, c[i].second});
+    for (int64_t n_tokens : {1, 2}) {
+      auto dx = on_device(uniform(size_t(n_tokens * n_cols), -3.0f, 3.0f));
+      std::vector<std::unique_ptr<Allocation>> shared, alone;
+      std::vector<float*> ys;
+      for (const MatrixView& w : ws) {
+        shared.push_back(poisoned(size_t(n_tokens * w.n_rows) * sizeof(float)));
+        alone.push_back(poisoned(size_t(n_tokens * w.n_rows) * sizeof(float)));
+        ys.push_back(shared.back()->as());
+      }
+      gpu_->matmul_shared_input(ws.data(), ys.data(), ws.size(), dx->as(), n_tokens);
+      for (size_t i = 0; i < ws.size(); ++i)
+        gpu_->matmul(ws[i], dx->as(), alone[i]->as(), n_tokens);
+      for (size_t i = 0; i < ws.size(); ++i) {
+        const size_t n = size_t(n_tokens * ws[i].n_rows);
+        expect_bits(fetch(*shared[i], n), fetch(*alone[i], n),
+                    std::string(qtype_name(ws[i].type)) + " matrix " + std::to_string(i) + " of " +
+                        std::to_string(ws.size()) + ", tokens " + std::to_string(n_tokens));
+      }
+    }
+  }
+}
+
+// The one-launch product refuses what matmul_quantized refuses, for any matrix of the list,
+// before any device work.
+TEST(CudaSharedInputProducts, RefusesBadInput) {
+  std::string error;
+  alignas(16) static float dummy[64];
+  const void* ws[2] = {dummy, dummy};
+  float* ys[2] = {dummy, dummy};
+  int64_t rows[2] = {4, 4};
+  EXPECT_FALSE(
+      cuda::matmul_quantized_many(QType::F16, ws, rows, 2, 256, dummy, ys, 1, nullptr, &error));
+  EXPECT_NE(error.find("no quantized decode"), std::string::npos) << error;
+  rows[1] = 0;
+  EXPECT_FALSE(
+      cuda::matmul_quantized_many(QType::Q4_K, ws, rows, 2, 256, dummy, ys, 1, nullptr, &error));
+  EXPECT_NE(error.find("bad shape"), std::string::npos) << error;
+  rows[1] = 4;
+  ys[1] = reinterpret_cast<float*>(reinterpret_cast<char*>(dummy) + 1);
+  EXPECT_FALSE(
+      cuda::matmul_quantized_many(QType::Q4_K, ws, rows, 2, 256, dummy, ys, 1, nullptr, &error));
+  EXPECT_NE(error.find("aligned"), std::string::npos) << error;
+  ys[1] = dummy;
+  ws[1] = reinterpret_cast<const char*>(dummy) + 2;
+  EXPECT_FALSE(
+      cuda::matmul_quantized_many(QType::Q4_K, ws, rows, 2, 256, dummy, ys, 1, nullptr, &error));
+  EXPECT_NE(error.find("aligned"), std::string::npos) << error;
+  ws[1] = dummy;
+  EXPECT_FALSE(
+      cuda::matmul_quantized_many(QType::Q4_K, ws, rows, 2, 256, dummy, ys, 9, nullptr, &error));
+  EXPECT_NE(error.find("tokens"), std::string::npos) << error;
 }
 
 // A recorded step (a CUDA graph) gives what the same ops give run one by one, its upload takes

@@ -33,17 +33,7 @@ void CpuBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n
   const int64_t act_row = int64_t(*row_bytes(*act_type, uint64_t(n_cols)));
   const int64_t w_row = int64_t(*row_bytes(w.type, uint64_t(n_cols)));
 
-  const uint8_t* x_q = reinterpret_cast<const uint8_t*>(x);
-  if (*act_type != QType::F32) {
-    const size_t need = size_t(n_tokens * act_row);
-    if (activations_.size() < need) activations_.resize(need);
-    const QuantizeFn quantize = activation_quantizer(*act_type);
-    uint8_t* dst = activations_.data();
-    parallel(n_tokens, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t t = lo; t < hi; ++t) quantize(x + t * n_cols, dst + t * act_row, n_cols);
-    });
-    x_q = dst;
-  }
+  const uint8_t* x_q = quantize_activations(*act_type, x, n_tokens, n_cols);
 
   const auto* rows = static_cast<const uint8_t*>(w.data);
   if (use_tiled_kquant(w.type, n_tokens)) return matmul_tiled(w, x_q, act_row, y, n_tokens);
@@ -87,18 +77,27 @@ void CpuBackend::matmul_tiled(const MatrixView& w, const uint8_t* x_q, int64_t a
   });
 }
 
-// Each activation block's scales converted to float once here, not once per weight row in the
-// kernel: rows outside, up to four tokens inside, as in matmul.
-void CpuBackend::matmul_scaled(VecDotScaledFn dot, QType act_type, const uint8_t* rows,
-                               int64_t w_row, int64_t n_rows, const uint8_t* x_q, int64_t act_row,
-                               float* y, int64_t n_tokens, int64_t n_cols) {
+const uint8_t* CpuBackend::quantize_activations(QType act_type, const float* x, int64_t n,
+                                                int64_t n_cols) {
+  if (act_type == QType::F32) return reinterpret_cast<const uint8_t*>(x);
+  const int64_t act_row = int64_t(*row_bytes(act_type, uint64_t(n_cols)));
+  const size_t need = size_t(n * act_row);
+  if (activations_.size() < need) activations_.resize(need);
+  const QuantizeFn quantize = activation_quantizer(act_type);
+  uint8_t* dst = activations_.data();
+  parallel(n, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) quantize(x + t * n_cols, dst + t * act_row, n_cols);
+  });
+  return dst;
+}
+
+const float* CpuBackend::activation_block_scales(QType act_type, const uint8_t* x_q, int64_t n,
+                                                 int64_t act_row, int64_t n_cols) {
   const int64_t n_blocks = n_cols / kQK8_0;  // Q8_0 and Q8_1 blocks both hold 32
   const int64_t stride = 2 * n_blocks;       // d, s per block
-  if (activation_scales_.size() < size_t(n_tokens * stride)) {
-    activation_scales_.resize(size_t(n_tokens * stride));
-  }
+  if (activation_scales_.size() < size_t(n * stride)) activation_scales_.resize(size_t(n * stride));
   float* scales = activation_scales_.data();
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  for (int64_t t = 0; t < n; ++t) {
     for (int64_t b = 0; b < n_blocks; ++b) {
       float* scale = scales + t * stride + 2 * b;
       if (act_type == QType::Q8_1) {
@@ -110,6 +109,16 @@ void CpuBackend::matmul_scaled(VecDotScaledFn dot, QType act_type, const uint8_t
       }
     }
   }
+  return scales;
+}
+
+// Each activation block's scales converted to float once here, not once per weight row in the
+// kernel: rows outside, up to four tokens inside, as in matmul.
+void CpuBackend::matmul_scaled(VecDotScaledFn dot, QType act_type, const uint8_t* rows,
+                               int64_t w_row, int64_t n_rows, const uint8_t* x_q, int64_t act_row,
+                               float* y, int64_t n_tokens, int64_t n_cols) {
+  const int64_t stride = 2 * (n_cols / kQK8_0);
+  const float* scales = activation_block_scales(act_type, x_q, n_tokens, act_row, n_cols);
   auto body = [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       for (int64_t t = 0; t < n_tokens; t += 4) {

@@ -44,11 +44,14 @@ class CpuBackend final : public Backend {
                     float* dst) override;
   void weighted_sum(const float* y, const float* weights, int64_t n_tokens, int64_t k, int64_t n,
                     float* out) override;
-  // cpu_expert_ops.cpp: the routed experts' selection and products, one matmul per matrix.
+  // cpu_expert_ops.cpp: the routed experts' selection and products: a decode token's choices in
+  // one parallel loop over all their rows, a chunk's groups one matmul per matrix.
   void select_experts(const float* probs, const float* bias, int64_t n_tokens,
                       const ExpertSelection& s, int32_t* selected, float* weights) override;
   void matmul_experts(const ExpertStack& stack, const int32_t* ids, int64_t n, const float* x,
                       bool shared_input, float* y) override;
+  void matmul_experts_shared_input(const ExpertStack* stacks, float* const* ys, size_t n_stacks,
+                                   const int32_t* ids, int64_t n, const float* x) override;
   void matmul_expert_groups(const ExpertStack& stack, const int32_t* ids, const int64_t* offsets,
                             int64_t n_groups, const float* x, float* y) override;
   void* allocate(size_t bytes) override;
@@ -74,6 +77,18 @@ class CpuBackend final : public Backend {
     return std::max<int64_t>(1, (n_rows + 2 * n_threads - 1) / (2 * n_threads));
   }
   void rms_norm_row(const float* x, const float* weight, float* y, int64_t n, float eps);
+
+  // matmul's activations: n rows of x [n, n_cols] quantized to act_type into activations_
+  // (x itself for F32), and for the scaled kernels (Q8_0 / Q8_1 activations) each row's block
+  // scales as floats [n, n_cols / 32, 2] (d, s) in activation_scales_.
+  const uint8_t* quantize_activations(QType act_type, const float* x, int64_t n, int64_t n_cols);
+  const float* activation_block_scales(QType act_type, const uint8_t* x_q, int64_t n,
+                                       int64_t act_row, int64_t n_cols);
+
+  // matmul_experts for n_stacks same-typed, same-shaped stacks: one parallel loop over every
+  // (stack, choice, row) output.
+  void expert_rows(const ExpertStack* stacks, float* const* ys, size_t n_stacks, const int32_t* ids,
+                   int64_t n, const float* x, bool shared_input);
 
   void matmul_scaled(VecDotScaledFn dot, QType act_type, const uint8_t* rows, int64_t w_row,
                      int64_t n_rows, const uint8_t* x_q, int64_t act_row, float* y,

@@ -1,7 +1,12 @@
-// CpuBackend's routed-expert ops: the host selection of expert_selection.h, and one matmul per
-// chosen matrix — the numbers of the MoE block's per-expert path, whatever the grouping.
+// CpuBackend's routed-expert ops: the host selection of expert_selection.h, and the experts'
+// products — the numbers of the MoE block's per-expert path (a matmul per matrix), whatever
+// the grouping.
+#include <algorithm>
+
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "quant/blocks.h"
+#include "quant/dot_reference.h"
 
 namespace sluice::cpu {
 namespace {
@@ -24,11 +29,78 @@ void CpuBackend::select_experts(const float* probs, const float* bias, int64_t n
 
 void CpuBackend::matmul_experts(const ExpertStack& stack, const int32_t* ids, int64_t n,
                                 const float* x, bool shared_input, float* y) {
-  for (int64_t c = 0; c < n; ++c) {
-    check_id(stack, ids[c], "matmul_experts");
-    matmul(stack.matrix(ids[c]), x + (shared_input ? 0 : c * stack.n_cols), y + c * stack.n_rows,
-           1);
+  expert_rows(&stack, &y, 1, ids, n, x, shared_input);
+}
+
+void CpuBackend::matmul_experts_shared_input(const ExpertStack* stacks, float* const* ys,
+                                             size_t n_stacks, const int32_t* ids, int64_t n,
+                                             const float* x) {
+  for (size_t i = 1; i < n_stacks; ++i) {
+    if (stacks[i].type != stacks[0].type || stacks[i].n_cols != stacks[0].n_cols ||
+        stacks[i].n_rows != stacks[0].n_rows) {
+      return Backend::matmul_experts_shared_input(stacks, ys, n_stacks, ids, n, x);
+    }
   }
+  expert_rows(stacks, ys, n_stacks, ids, n, x, true);
+}
+
+// One token's choices (a decode step's k experts, of one part or of gate and up): one parallel
+// loop over all their output rows instead of a matmul per matrix — one pool wake-up and join
+// instead of n, and a shared input quantized once. Each element is the kernel call matmul makes
+// for one token (its quantized activations, the scaled kernel where matmul takes it; the tiled
+// path starts at 8 tokens), so the numbers are those of a matmul per matrix.
+void CpuBackend::expert_rows(const ExpertStack* stacks, float* const* ys, size_t n_stacks,
+                             const int32_t* ids, int64_t n, const float* x, bool shared_input) {
+  for (size_t s = 0; s < n_stacks; ++s) {
+    for (int64_t c = 0; c < n; ++c) check_id(stacks[s], ids[c], "matmul_experts");
+  }
+  if (n <= 0 || n_stacks == 0) return;
+  const QType type = stacks[0].type;
+  const auto act_type = activation_type_for(type);
+  const VecDotKernel kernel = vec_dot_kernel(type);
+  if (!act_type || kernel.fn == nullptr)
+    fail("matmul_experts: no dot product for ", qtype_name(type));
+  const int64_t n_cols = stacks[0].n_cols, n_rows = stacks[0].n_rows;
+  const int64_t act_row = int64_t(*row_bytes(*act_type, uint64_t(n_cols)));
+  const int64_t w_row = int64_t(*row_bytes(type, uint64_t(n_cols)));
+  const int64_t n_inputs = shared_input ? 1 : n;
+  const uint8_t* x_q = quantize_activations(*act_type, x, n_inputs, n_cols);
+  const int64_t input_step = shared_input ? 0 : 1;  // activation row of choice c: c * step
+  const int64_t per_stack = n * n_rows;
+  // Output element i: stack i / per_stack, then choice and row of that stack's [n, n_rows].
+  const auto weight_row = [&](int64_t i, int64_t& s, int64_t& c) {
+    s = i / per_stack;
+    c = (i % per_stack) / n_rows;
+    return static_cast<const uint8_t*>(stacks[s].data) + ids[c] * stacks[s].stride +
+           (i % n_rows) * w_row;
+  };
+  const int n_threads = pool_ != nullptr ? pool_->size() : 1;
+  const int64_t total = int64_t(n_stacks) * per_stack;
+  const int64_t chunk = std::max<int64_t>(1, total / (8 * n_threads));
+
+  const VecDotScaledFn scaled = vec_dot_scaled_kernel(type);
+  if (scaled != nullptr && (*act_type == QType::Q8_1 || *act_type == QType::Q8_0)) {
+    const int64_t stride = 2 * (n_cols / kQK8_0);
+    const float* scales = activation_block_scales(*act_type, x_q, n_inputs, act_row, n_cols);
+    parallel(total, chunk, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        int64_t s = 0, c = 0;
+        const uint8_t* row = weight_row(i, s, c);
+        const int64_t in = c * input_step;
+        scaled(row, x_q + in * act_row, act_row, scales + in * stride, stride, 1,
+               ys[s] + i % per_stack, n_rows, n_cols);
+      }
+    });
+    return;
+  }
+  const VecDotFn dot = kernel.fn;
+  parallel(total, chunk, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      int64_t s = 0, c = 0;
+      const uint8_t* row = weight_row(i, s, c);
+      ys[s][i % per_stack] = dot(row, x_q + c * input_step * act_row, n_cols);
+    }
+  });
 }
 
 void CpuBackend::matmul_expert_groups(const ExpertStack& stack, const int32_t* ids,

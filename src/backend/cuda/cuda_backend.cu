@@ -53,6 +53,20 @@ CudaBackend::CudaBackend(int device) : device_(select_device(device)) {
 CudaBackend::~CudaBackend() {
   cudaStreamSynchronize(as_stream(stream_.handle()));  // errors dropped: destructors never throw
   for (void* p : allocations_) cudaFree(p);
+  for (const auto& [begin, end] : pinned_ranges_)
+    cudaHostUnregister(reinterpret_cast<void*>(begin));
+}
+
+bool CudaBackend::pin_host_memory(const void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return false;
+  // Read-only: the mapped model file is mapped without write permission.
+  if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterReadOnly) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  pinned_ranges_[begin] = begin + bytes;
+  return true;
 }
 
 void CudaBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) {
@@ -88,11 +102,30 @@ void CudaBackend::matmul_shared_input(const MatrixView* ws, float* const* ys, si
                             stream_.handle(), &error)) {
     fail(error);
   }
+  // One product launch per weight type (q/k/v of one type: one launch), in the order the
+  // types first appear; each output is the bits of a matmul of its matrix.
   for (size_t i = 0; i < n; ++i) {
-    const MatrixView& w = ws[i];
-    if (!matmul_quantized(w.type, mirror_.resolve(w.data, matrix_bytes(w)), w.n_rows, w.n_cols,
-                          shared_activations_.data(), ys[i], n_tokens, stream_.handle(), &error)) {
-      fail(error);
+    const QType type = ws[i].type;
+    if (std::any_of(ws, ws + i, [&](const MatrixView& w) { return w.type == type; })) continue;
+    constexpr size_t kBatch = 8;  // more matrices of one type: a launch per 8 (4 per kernel)
+    const void* batch_w[kBatch];
+    int64_t batch_rows[kBatch];
+    float* batch_y[kBatch];
+    size_t count = 0;
+    for (size_t j = i; j < n; ++j) {
+      if (ws[j].type != type) continue;
+      batch_w[count] = mirror_.resolve(ws[j].data, matrix_bytes(ws[j]));
+      batch_rows[count] = ws[j].n_rows;
+      batch_y[count++] = ys[j];
+      const bool last =
+          std::none_of(ws + j + 1, ws + n, [&](const MatrixView& w) { return w.type == type; });
+      if (count < kBatch && !last) continue;
+      if (!matmul_quantized_many(type, batch_w, batch_rows, count, ws[i].n_cols,
+                                 shared_activations_.data(), batch_y, n_tokens, stream_.handle(),
+                                 &error)) {
+        fail(error);
+      }
+      count = 0;
     }
   }
 }
@@ -112,6 +145,15 @@ void CudaBackend::rms_norm(const float* x, const float* weight, float* y, int64_
   if (graph_.replayed(op.add(x).add(weight).add(y).add(n_rows).add(n).add(eps))) return;
   launch_rms_norm(x, mirror_.resolve(weight, count_or_zero(n)), y, n_rows, n, eps,
                   as_stream(stream_.handle()));
+}
+
+void CudaBackend::add_rms_norm(float* x, const float* branch, const float* weight, float* xn,
+                               int64_t n_rows, int64_t n, float eps) {
+  OpSignature op(OpKind::kAddRmsNorm);
+  op.add(x).add(branch).add(weight).add(xn);
+  if (graph_.replayed(op.add(n_rows).add(n).add(eps))) return;
+  launch_add_rms_norm(x, branch, mirror_.resolve(weight, count_or_zero(n)), xn, n_rows, n, eps,
+                      as_stream(stream_.handle()));
 }
 
 void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
@@ -256,8 +298,14 @@ void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
   graph_.replayed(OpSignature(OpKind::kUpload).add(dst).add(uint64_t(bytes)));
   if (graph_.recording()) return graph_.stage_upload(dst, host, bytes);
   copy_to_device(dst, host, bytes, stream_);
-  // From pinned memory the copy is asynchronous: the caller may reuse its buffer on return, so
-  // wait. Pageable memory (the usual case) has been staged by CUDA already.
+  // From a range pin_host_memory pinned: the bytes never change, nothing to wait for.
+  const auto begin = reinterpret_cast<uintptr_t>(host);
+  if (auto range = pinned_ranges_.upper_bound(begin); range != pinned_ranges_.begin()) {
+    --range;
+    if (begin >= range->first && begin + bytes <= range->second) return;
+  }
+  // From other pinned memory the copy is asynchronous: the caller may reuse its buffer on
+  // return, so wait. Pageable memory (the usual case) has been staged by CUDA already.
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, host) != cudaSuccess) {
     cudaGetLastError();

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <unordered_set>
 
 #include "backend/backend.h"
@@ -43,12 +44,16 @@ class CudaBackend final : public Backend {
 
   void matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) override;
   // Decode (≤ 8 tokens) with one activation format for all: quantized once, then one product
-  // each (quant_matmul.h's matmul_quantized, bit-equal to matmul); otherwise one matmul each.
+  // launch per weight type over all its matrices (quant_matmul.h's matmul_quantized_many,
+  // bit-equal to matmul); otherwise one matmul each.
   void matmul_shared_input(const MatrixView* ws, float* const* ys, size_t n, const float* x,
                            int64_t n_tokens) override;
   void get_rows(const MatrixView& table, const int32_t* ids, int64_t n, float* out) override;
   void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
                 float eps) override;
+  // One kernel, the bits of add then rms_norm (cuda_norm.cu).
+  void add_rms_norm(float* x, const float* branch, const float* weight, float* xn, int64_t n_rows,
+                    int64_t n, float eps) override;
   void rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
             const RopeConfig& config) override;
   void kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
@@ -91,6 +96,15 @@ class CudaBackend final : public Backend {
   void upload(void* dst, const void* host, size_t bytes) override;
   void download(void* host, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  // cudaHostRegister (read-only) of the range; an upload from inside a pinned range is a plain
+  // asynchronous DMA copy, not waited for (the bytes never change). False when CUDA refuses
+  // (e.g. the locked-memory limit), with the error cleared.
+  bool pin_host_memory(const void* p, size_t bytes) override;
+  // On a second stream that waits for an event recorded on the main one; join_ahead: the main
+  // stream waits for an event recorded after them (cuda_backend_ahead.cu). Inside a recorded
+  // step (one stream) upload_ahead is an upload.
+  void upload_ahead(void* dst, const void* host, size_t bytes) override;
+  void join_ahead() override;
   // Waits until every op queued so far has run; throws the first error any of them hit. Inside
   // a recorded step nothing has run yet: throws.
   void synchronize() override;
@@ -124,8 +138,12 @@ class CudaBackend final : public Backend {
   DeviceBuffer shared_activations_;  // matmul_shared_input's quantized activations
   DeviceBuffer expert_lists_;        // matmul_expert_groups' ids and offsets
   WeightMirror mirror_{stream_};     // device copies of host weights
+  Stream ahead_stream_;              // upload_ahead's copies
+  Event ahead_start_, ahead_done_;   // main → side, side → main
+  bool ahead_pending_ = false;       // copies queued since the last join
   StepGraph graph_{stream_};         // the recorded step: captured once, then replayed
   bool graphs_enabled_ = true;
+  std::map<uintptr_t, uintptr_t> pinned_ranges_;  // pin_host_memory's ranges: begin → end
   std::unordered_set<void*> allocations_;  // what allocate() gave and deallocate() did not take
 };
 

@@ -40,6 +40,7 @@ enum class OpKind : uint8_t {
   kUpload,
   kDownload,
   kCopy,
+  kAddRmsNorm,
 };
 
 class OpSignature {

@@ -15,6 +15,9 @@ namespace sluice::cuda {
 // cuda_norm.cu
 void launch_rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
                      float eps, cudaStream_t stream);
+// x += branch, then xn = rms_norm(x) * weight, bit-equal to launch_add + launch_rms_norm.
+void launch_add_rms_norm(float* x, const float* branch, const float* weight, float* xn,
+                         int64_t n_rows, int64_t n, float eps, cudaStream_t stream);
 
 // Positions: rope, kv_store and attention take the first token's position by value (`pos0`)
 // or, inside a recorded step, from device memory (`pos0_slot`, the step graph's parameter table,

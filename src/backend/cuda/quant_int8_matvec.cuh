@@ -482,15 +482,54 @@ __device__ __forceinline__ void int8_matvec_row(const uint8_t* row_ptr, const Qu
   }
 }
 
+// Up to kMaxProducts matrices of one type and n_cols multiplied by the same quantized
+// activations in one grid (q/k/v, gate/up; a plain matmul is the list of one): matrix i owns
+// the blocks first_block[i] .. first_block[i + 1] - 1 of grid.x, kInt8RowsPerBlock rows each,
+// and its warps run the same row body as a launch of that matrix alone would, so every output
+// is the same bit for bit. A block never straddles two matrices.
+constexpr int kMaxProducts = 4;
+struct ProductList {
+  const uint8_t* w[kMaxProducts];  // [n_rows[i], row_bytes]
+  float* y[kMaxProducts];          // [n_tokens, n_rows[i]]
+  int64_t n_rows[kMaxProducts];
+  unsigned first_block[kMaxProducts + 1];  // first_block[n]: the grid's size
+  int n;
+};
+
+// The matrix, row and row count of this warp. Constant indices only (the last matrix whose
+// first block is at or below this one's wins: first_block rises), so the list stays in the
+// parameter bank instead of being copied to local memory for a dynamic index.
+struct ProductRow {
+  const uint8_t* row_ptr;
+  float* y;
+  int64_t row, n_rows;
+};
+__device__ __forceinline__ ProductRow product_row(const ProductList& p, int64_t row_bytes) {
+  const uint8_t* w = p.w[0];
+  float* y = p.y[0];
+  int64_t n_rows = p.n_rows[0];
+  unsigned first = p.first_block[0];
+#pragma unroll
+  for (int i = 1; i < kMaxProducts; ++i) {
+    if (i < p.n && blockIdx.x >= p.first_block[i]) {
+      w = p.w[i], y = p.y[i], n_rows = p.n_rows[i], first = p.first_block[i];
+    }
+  }
+  ProductRow r;
+  r.row = int64_t(blockIdx.x - first) * kInt8RowsPerBlock + threadIdx.x / 32;
+  r.n_rows = n_rows;
+  r.row_ptr = w + r.row * row_bytes;
+  r.y = y + r.row;
+  return r;
+}
+
 template <QType kType, int kTokens>
 __global__ void __launch_bounds__(kInt8Threads)
-    int8_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
-                       QuantizedRows q, int64_t n_cols, float* __restrict__ y) {
-  const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + threadIdx.x / 32;
-  if (row >= n_rows) return;  // whole warps leave: no block-wide barrier below
-  const uint8_t* row_ptr = w + row * row_bytes;
+    int8_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
+  const ProductRow r = product_row(p, row_bytes);
+  if (r.row >= r.n_rows) return;  // whole warps leave: no block-wide barrier below
   wait_for_prerequisite();
-  int8_matvec_row<kType, kTokens>(row_ptr, q, n_cols, y + row, n_rows);
+  int8_matvec_row<kType, kTokens>(r.row_ptr, q, n_cols, r.y, r.n_rows);
 }
 
 // The 32-element types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4; blocks of 17-34 bytes,
@@ -549,13 +588,11 @@ __device__ __forceinline__ void staged32_matvec_row(const uint8_t* row_ptr, cons
 
 template <QType kType, int kTokens>
 __global__ void __launch_bounds__(kInt8Threads)
-    staged32_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
-                           QuantizedRows q, int64_t n_cols, float* __restrict__ y) {
-  const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + threadIdx.x / 32;
-  if (row >= n_rows) return;  // whole warps leave; only __syncwarp below
-  const uint8_t* row_ptr = w + row * row_bytes;
+    staged32_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
+  const ProductRow r = product_row(p, row_bytes);
+  if (r.row >= r.n_rows) return;  // whole warps leave; only __syncwarp below
   wait_for_prerequisite();
-  staged32_matvec_row<kType, kTokens>(row_ptr, q, n_cols, y + row, n_rows);
+  staged32_matvec_row<kType, kTokens>(r.row_ptr, q, n_cols, r.y, r.n_rows);
 }
 
 bool int8_launched(const char* kernel, std::string* error) {
@@ -588,16 +625,15 @@ bool launch_after_quantize(void (*kernel)(Params...), dim3 grid, cudaStream_t st
 }
 
 template <QType kType, int kTokens>
-bool launch_int8_matvec_tokens(const MatmulArgs& a, const QuantizedRows& q, cudaStream_t stream,
-                               std::string* error) {
-  const dim3 blocks(unsigned((a.n_rows + kInt8RowsPerBlock - 1) / kInt8RowsPerBlock));
-  const auto* w = static_cast<const uint8_t*>(a.w);
+bool launch_int8_matvec_tokens(const ProductList& p, int64_t row_bytes, int64_t n_cols,
+                               const QuantizedRows& q, cudaStream_t stream, std::string* error) {
+  const dim3 blocks(p.first_block[p.n]);
   if constexpr (activation_block(kType) == 32) {
-    return launch_after_quantize(staged32_matvec_kernel<kType, kTokens>, blocks, stream, error, w,
-                                 a.row_bytes, a.n_rows, q, a.n_cols, a.y);
+    return launch_after_quantize(staged32_matvec_kernel<kType, kTokens>, blocks, stream, error, p,
+                                 row_bytes, q, n_cols);
   } else {
-    return launch_after_quantize(int8_matvec_kernel<kType, kTokens>, blocks, stream, error, w,
-                                 a.row_bytes, a.n_rows, q, a.n_cols, a.y);
+    return launch_after_quantize(int8_matvec_kernel<kType, kTokens>, blocks, stream, error, p,
+                                 row_bytes, q, n_cols);
   }
 }
 
@@ -619,30 +655,68 @@ bool quantize_int8_activations(const MatmulArgs& a, void* out, std::string* erro
   return int8_launched("quantize activations", error);
 }
 
-// The integer matvec over activations already quantized for kType at `quantized`.
+// The integer matvecs of the list over activations already quantized for kType at `quantized`:
+// one launch.
+template <QType kType>
+bool run_int8_product_list(const ProductList& p, int64_t row_bytes, int64_t n_cols,
+                           int64_t n_tokens, const void* quantized, void* stream_handle,
+                           std::string* error) {
+  const auto stream = static_cast<cudaStream_t>(stream_handle);
+  const QuantizedRows q =
+      split_scratch(const_cast<void*>(quantized), n_tokens, n_cols, activation_block(kType));
+  switch (n_tokens) {
+    case 1:
+      return launch_int8_matvec_tokens<kType, 1>(p, row_bytes, n_cols, q, stream, error);
+    case 2:
+      return launch_int8_matvec_tokens<kType, 2>(p, row_bytes, n_cols, q, stream, error);
+    case 3:
+      return launch_int8_matvec_tokens<kType, 3>(p, row_bytes, n_cols, q, stream, error);
+    case 4:
+      return launch_int8_matvec_tokens<kType, 4>(p, row_bytes, n_cols, q, stream, error);
+    case 5:
+      return launch_int8_matvec_tokens<kType, 5>(p, row_bytes, n_cols, q, stream, error);
+    case 6:
+      return launch_int8_matvec_tokens<kType, 6>(p, row_bytes, n_cols, q, stream, error);
+    case 7:
+      return launch_int8_matvec_tokens<kType, 7>(p, row_bytes, n_cols, q, stream, error);
+    default:
+      return launch_int8_matvec_tokens<kType, 8>(p, row_bytes, n_cols, q, stream, error);
+  }
+}
+
+// Appends matrix (w, n_rows) writing y to the list.
+inline void push_product(ProductList& p, const void* w, int64_t n_rows, float* y) {
+  p.w[p.n] = static_cast<const uint8_t*>(w);
+  p.y[p.n] = y;
+  p.n_rows[p.n] = n_rows;
+  p.first_block[p.n + 1] =
+      p.first_block[p.n] + unsigned((n_rows + kInt8RowsPerBlock - 1) / kInt8RowsPerBlock);
+  ++p.n;
+}
+
+// One matrix's product (matmul, matmul_quantized).
 template <QType kType>
 bool run_int8_product(const MatmulArgs& a, const void* quantized, std::string* error) {
-  const auto stream = static_cast<cudaStream_t>(a.stream);
-  const QuantizedRows q =
-      split_scratch(const_cast<void*>(quantized), a.n_tokens, a.n_cols, activation_block(kType));
-  switch (a.n_tokens) {
-    case 1:
-      return launch_int8_matvec_tokens<kType, 1>(a, q, stream, error);
-    case 2:
-      return launch_int8_matvec_tokens<kType, 2>(a, q, stream, error);
-    case 3:
-      return launch_int8_matvec_tokens<kType, 3>(a, q, stream, error);
-    case 4:
-      return launch_int8_matvec_tokens<kType, 4>(a, q, stream, error);
-    case 5:
-      return launch_int8_matvec_tokens<kType, 5>(a, q, stream, error);
-    case 6:
-      return launch_int8_matvec_tokens<kType, 6>(a, q, stream, error);
-    case 7:
-      return launch_int8_matvec_tokens<kType, 7>(a, q, stream, error);
-    default:
-      return launch_int8_matvec_tokens<kType, 8>(a, q, stream, error);
+  ProductList p = {};
+  push_product(p, a.w, a.n_rows, a.y);
+  return run_int8_product_list<kType>(p, a.row_bytes, a.n_cols, a.n_tokens, quantized, a.stream,
+                                      error);
+}
+
+// matmul_quantized_many: the products in lists of up to kMaxProducts, one launch per list.
+template <QType kType>
+bool run_int8_products(const SharedInputArgs& a, std::string* error) {
+  for (size_t first = 0; first < a.n; first += kMaxProducts) {
+    ProductList p = {};
+    for (size_t i = first; i < a.n && i < first + kMaxProducts; ++i) {
+      push_product(p, a.w[i], a.n_rows[i], a.y[i]);
+    }
+    if (!run_int8_product_list<kType>(p, a.row_bytes, a.n_cols, a.n_tokens, a.quantized, a.stream,
+                                      error)) {
+      return false;
+    }
   }
+  return true;
 }
 
 // matmul's decode: quantizes the activations into the stream's scratch (quant_scratch.cu),

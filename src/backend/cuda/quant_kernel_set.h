@@ -20,6 +20,18 @@ struct MatmulArgs {
   const void* quantized = nullptr;  // decode: activations already quantized (matmul_quantized)
 };
 
+// Decode products of several matrices of one type and n_cols over the same quantized
+// activations (matmul_quantized_many): y[i] = w[i] x for i < n.
+struct SharedInputArgs {
+  const void* const* w;   // [n] device, each [n_rows[i], row_bytes]
+  const int64_t* n_rows;  // [n]
+  float* const* y;        // [n] device, each [n_tokens, n_rows[i]]
+  size_t n;
+  int64_t n_cols, row_bytes, n_tokens;
+  const void* quantized;  // device, in the type's activation format
+  void* stream;           // cudaStream_t
+};
+
 struct GetRowsArgs {
   const void* table;  // rows of row_bytes bytes, device
   int64_t n_cols, row_bytes;
@@ -38,6 +50,9 @@ struct KernelSet {
   bool (*get_rows)(const GetRowsArgs& args, std::string* error);
   int elems_per_block;  // element granularity of a row (8 for the plain types)
   int weight_align;     // bytes the weight (and table) pointer must be aligned to
+  // The products of SharedInputArgs in one launch (up to 4 matrices per launch); nullptr for
+  // the float types.
+  bool (*matmul_many)(const SharedInputArgs& args, std::string* error);
 };
 
 // The routed experts' products (expert_matmul.h) over a stack of same-shaped matrices: matrix i

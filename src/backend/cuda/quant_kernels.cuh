@@ -313,16 +313,26 @@ bool run_get_rows(const GetRowsArgs& a, std::string* error) {
   return launched("get_rows", error);
 }
 
+// matmul_quantized_many: the int8 products of several matrices in one launch.
+template <QType kType>
+bool run_matmul_many(const SharedInputArgs& a, std::string* error) {
+  if constexpr (uses_tables(kType)) {
+    if (!ensure_tables(error)) return false;
+  }
+  return run_int8_products<kType>(a, error);
+}
+
 template <QType kType>
 constexpr KernelSet kernel_set_of() {
   if constexpr (has_int8_matvec(kType)) {
     return KernelSet{&run_matmul<kType>,          &quantize_int8_activations<kType>,
                      activation_block(kType),     &run_get_rows<kType>,
-                     BlockDecoder<kType>::kElems, BlockDecoder<kType>::kAlign};
+                     BlockDecoder<kType>::kElems, BlockDecoder<kType>::kAlign,
+                     &run_matmul_many<kType>};
   } else {
     return KernelSet{
-        &run_matmul<kType>,         nullptr, 0, &run_get_rows<kType>, BlockDecoder<kType>::kElems,
-        BlockDecoder<kType>::kAlign};
+        &run_matmul<kType>,          nullptr, 0, &run_get_rows<kType>, BlockDecoder<kType>::kElems,
+        BlockDecoder<kType>::kAlign, nullptr};
   }
 }
 

@@ -135,6 +135,34 @@ bool matmul_quantized(QType weight_type, const void* w, int64_t n_rows, int64_t 
   return set->matmul(args, error);
 }
 
+bool matmul_quantized_many(QType weight_type, const void* const* ws, const int64_t* n_rows,
+                           size_t n, int64_t n_cols, const void* xq, float* const* ys,
+                           int64_t n_tokens, void* stream, std::string* error) {
+  if (!checked_quantized("matmul_quantized_many", weight_type, n_cols, n_tokens, xq, error)) {
+    return false;
+  }
+  if (n == 0) return true;
+  if (!ws || !n_rows || !ys) return fail(error, "cuda matmul_quantized_many: missing lists");
+  int64_t row_bytes = 0;
+  const quant::KernelSet* set = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    set = checked_set("matmul_quantized_many", weight_type, ws[i], n_cols, &row_bytes, error);
+    if (!set) return false;
+    // The blocks of all the matrices share grid.x (< 2^31): at most 2^30 rows each.
+    if (n_rows[i] <= 0 || n_rows[i] > (int64_t(1) << 30)) {
+      return fail(error,
+                  "cuda matmul_quantized_many: bad shape: " + std::to_string(n_rows[i]) + " rows");
+    }
+    if (!ys[i] || !aligned(ys[i], 4)) {
+      return fail(error, "cuda matmul_quantized_many: outputs must be 4-byte aligned");
+    }
+  }
+  if (!set->matmul_many) {
+    return fail(error, "cuda matmul_quantized_many: no quantized decode for this weight type");
+  }
+  return set->matmul_many({ws, n_rows, ys, n, n_cols, row_bytes, n_tokens, xq, stream}, error);
+}
+
 bool get_rows(QType type, const void* table, int64_t n_cols, const int32_t* ids, int64_t n,
               float* out, void* stream, std::string* error) {
   int64_t row_bytes = 0;

@@ -40,6 +40,14 @@ bool quantize_activations(QType weight_type, const float* x, int64_t n_cols, int
 bool matmul_quantized(QType weight_type, const void* w, int64_t n_rows, int64_t n_cols,
                       const void* xq, float* y, int64_t n_tokens, void* stream, std::string* error);
 
+// ys[i] = ws[i] xq for i < n: the products of matmul_quantized for n matrices of one weight type
+// and n_cols (n_rows[i] rows each), in one kernel launch per 4 matrices instead of one each
+// (decode spends a launch per small product). Each output equals matmul's bit for bit. The same
+// checks as matmul_quantized, for every matrix, before any launch.
+bool matmul_quantized_many(QType weight_type, const void* const* ws, const int64_t* n_rows,
+                           size_t n, int64_t n_cols, const void* xq, float* const* ys,
+                           int64_t n_tokens, void* stream, std::string* error);
+
 // out[i, :] = row ids[i] of the table, dequantized to float. ids: device int32 [n];
 // out: [n, n_cols].
 bool get_rows(QType type, const void* table, int64_t n_cols, const int32_t* ids, int64_t n,

@@ -283,9 +283,10 @@ void compute_experts(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
   backend.weighted_sum(s.outputs.data(), s.choice_weights.data(), n_tokens, k, n_embd, out);
 }
 
-// One token on the stacked path: gate and up of the k choices in one product each, their GLU,
-// down, the weighted sum. The choices are in backend memory already, or were made on the host
-// (a source that loads: every one acquired, then looked up in its stack).
+// One token on the stacked path: gate and up of the k choices (one shared-input product, the CPU
+// runs both as one loop), their GLU, down, the weighted sum. The choices are in backend memory
+// already, or were made on the host (a source that loads: every one acquired, then looked up in
+// its stack).
 void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                             int64_t layer, const LayerStacks& stacks, const float* x,
                             int64_t n_embd, MoeScratch& s, float* out) {
@@ -300,8 +301,9 @@ void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::E
     backend.upload(s.choice_ids.data(), s.row_slots.data(), size_t(k) * sizeof(int32_t));
     backend.upload(s.choice_weights.data(), s.router.weights.data(), size_t(k) * sizeof(float));
   }
-  backend.matmul_experts(stacks.gate, s.choice_ids.data(), k, x, true, s.grouped_gate.data());
-  backend.matmul_experts(stacks.up, s.choice_ids.data(), k, x, true, s.grouped_up.data());
+  const ExpertStack gate_up[] = {stacks.gate, stacks.up};
+  float* const gate_up_out[] = {s.grouped_gate.data(), s.grouped_up.data()};
+  backend.matmul_experts_shared_input(gate_up, gate_up_out, 2, s.choice_ids.data(), k, x);
   backend.glu(w.act, s.grouped_gate.data(), s.grouped_up.data(), k, w.n_ff);
   backend.matmul_experts(stacks.down, s.choice_ids.data(), k, s.grouped_gate.data(), false,
                          s.outputs.data());
@@ -400,8 +402,22 @@ void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource
     MoeScratch& h = hybrid_scratch(*expert_backend, w, n_embd, s);
     const size_t bytes = size_t(n_tokens * n_embd) * sizeof(float);
     backend.download(h.input.data(), x, bytes);
-    compute_experts(*expert_backend, w, source, layer, h.input.data(), n_tokens, n_embd, h,
-                    h.sum.data());
+    // A source with stacks (the resident file) takes the stacked paths there too: on the CPU a
+    // decode token's k choices are then one parallel loop per part instead of a matmul per
+    // matrix, with the same numbers. The streaming cache has no stacks: per expert.
+    if (layer_stacks(w, source, layer, stacks) && (n_tokens > 1 || s.window == s.experts.size())) {
+      if (!h.stacked) h.use_stacks(*expert_backend, w, n_embd);
+      if (n_tokens == 1) {
+        compute_decode_stacked(*expert_backend, w, source, layer, stacks, h.input.data(), n_embd, h,
+                               h.sum.data());
+      } else {
+        compute_grouped(*expert_backend, w, source, layer, stacks, h.input.data(), n_tokens, n_embd,
+                        h, h.sum.data());
+      }
+    } else {
+      compute_experts(*expert_backend, w, source, layer, h.input.data(), n_tokens, n_embd, h,
+                      h.sum.data());
+    }
     backend.upload(out, h.sum.data(), bytes);
   }
   trace("ffn_moe_out", layer, out, n_embd);

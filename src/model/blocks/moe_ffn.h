@@ -67,8 +67,9 @@ struct MoeScratch {
   std::vector<int32_t> slots;    // [n_batch] their rows of `outputs` (token * k + choice)
   std::vector<int32_t> halves;  // [2 n_batch] 0, 2, 4 … then 1, 3, 5 …: a fused output's halves
   int64_t n_batch = 0;
-  // The stacked paths (a backend whose memory is not the host's, i.e. a GPU, and a source with
-  // stacks): the experts multiplied by stack index, many per launch. Decode keeps the choices in
+  // The stacked paths (a backend whose memory is not the host's, i.e. a GPU, or the hybrid
+  // placement's expert backend, and a source with stacks): the experts multiplied by stack
+  // index, many per launch. Decode keeps the choices in
   // backend memory (chosen there when the source needs no acquire); prefill groups the routed
   // rows by expert.
   bool stacked = false;                // reserve() on a backend whose memory is not the host's
@@ -112,8 +113,9 @@ bool moe_decode_stays_on_backend(const Backend& backend, const MoeFfnWeights& w,
 
 // expert_backend (a host-memory backend other than `backend`: the CPU while the rest runs on the
 // GPU, llama.cpp's `-ot exps=CPU`): the routed rows are downloaded, the experts computed there
-// from the source's host views, and the sum uploaded — the same numbers the expert backend
-// computes on its own. nullptr: the experts run on `backend`.
+// from the source's host views (by the stacked paths when the source has stacks: a decode
+// token's choices one product per part), and the sum uploaded — the same numbers the expert
+// backend computes on its own. nullptr: the experts run on `backend`.
 void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                  int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd,
                  MoeScratch& scratch, float* out, const Trace& trace,

@@ -133,15 +133,18 @@ class PreNormDecoder final : public LanguageModel {
     float* x = stream_.x.data();
     backend.get_rows(token_embd_, stream_.token_ids(backend, request.tokens), n, x);
     trace("inp_embd", -1, x, n_embd);
+    // Each residual add is fused with the norm that reads its sum (add_rms_norm: the numbers of
+    // add then rms_norm, one kernel on a GPU): x keeps the sum, xn gets the norm, and nothing
+    // reads x between the two, so the traces see what they saw unfused.
+    backend.rms_norm(x, layers_[0].attn_norm.data(), stream_.xn.data(), n, n_embd, hp_.rms_eps);
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const Layer& layer = layers_[size_t(il)];
-      backend.rms_norm(x, layer.attn_norm.data(), stream_.xn.data(), n, n_embd, hp_.rms_eps);
       trace("attn_norm", il, stream_.xn.data(), n_embd);
       self_attention(backend, layer.attn, shape_, config_, request.sequences, il, stream_.xn.data(),
                      n, attn_scratch_, stream_.branch.data(), trace);
-      backend.add(x, stream_.branch.data(), n * n_embd);
+      backend.add_rms_norm(x, stream_.branch.data(), layer.ffn_norm.data(), stream_.xn.data(), n,
+                           n_embd, hp_.rms_eps);
       trace("ffn_inp", il, x, n_embd);
-      backend.rms_norm(x, layer.ffn_norm.data(), stream_.xn.data(), n, n_embd, hp_.rms_eps);
       trace("ffn_norm", il, stream_.xn.data(), n_embd);
       if (layer.is_moe) {
         if (request.experts == nullptr)
@@ -159,7 +162,12 @@ class PreNormDecoder final : public LanguageModel {
         glu_ffn(backend, layer.ffn, GluActivation::kSilu, il, stream_.xn.data(), n, ffn_scratch_,
                 stream_.branch.data(), trace);
       }
-      backend.add(x, stream_.branch.data(), n * n_embd);
+      if (il + 1 < hp_.n_layer) {  // and the next layer's attention norm
+        backend.add_rms_norm(x, stream_.branch.data(), layers_[size_t(il + 1)].attn_norm.data(),
+                             stream_.xn.data(), n, n_embd, hp_.rms_eps);
+      } else {
+        backend.add(x, stream_.branch.data(), n * n_embd);
+      }
       trace("l_out", il, x, n_embd);
     }
     const LogitRows out = logit_rows(backend, request, x, n, n_embd);

@@ -3,7 +3,7 @@
 // backend, whose stacked ops are one matmul per matrix: the outputs must be bit-identical —
 // from the resident file (choices made on the backend for a decode token) and from device slots
 // in the CPU backend's memory (choices made on the host, slots looked up), with windows smaller
-// than the chunk's experts.
+// than the chunk's experts — and on hybrid placement, the experts on a second CPU backend.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -15,9 +15,11 @@
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/thread_pool.h"
 #include "experts/device_expert_slots.h"
 #include "experts/resident_experts.h"
 #include "model/blocks/moe_ffn.h"
+#include "quant/quantize.h"
 
 namespace sluice::model {
 namespace {
@@ -35,7 +37,8 @@ class MoeStackedTest : public ::testing::Test {
     path_ = (std::filesystem::path(::testing::TempDir()) /
              ("sluice_moe_stacked_" + std::to_string(::getpid()) + ".bin"))
                 .string();
-    // Per layer: gate, up [kFf rows of kEmbd], down [kEmbd rows of kFf] stacks, F32.
+    // Per layer: gate, up [kFf rows of kEmbd], down [kEmbd rows of kFf] stacks; layer 0 F32,
+    // layer 1 Q8_0 (quantized activations, the scaled kernels).
     std::ofstream out(path_, std::ios::binary);
     layout_.n_expert_used = kUsed;
     layout_.layers.resize(kLayers);
@@ -45,15 +48,16 @@ class MoeStackedTest : public ::testing::Test {
       for (ExpertPart p : {ExpertPart::kGate, ExpertPart::kUp, ExpertPart::kDown}) {
         experts::ExpertTensor& t = layout_.layers[size_t(l)].parts[size_t(p)];
         t.name = "blk." + std::to_string(l) + "." + experts::expert_part_name(p);
-        t.type = QType::F32;
+        t.type = l == 0 ? QType::F32 : QType::Q8_0;
         t.n_cols = p == ExpertPart::kDown ? kFf : kEmbd;
         t.n_rows = p == ExpertPart::kDown ? kEmbd : kFf;
         t.offset = offset;
-        t.expert_stride = t.expert_bytes = uint64_t(kEmbd * kFf) * sizeof(float);
+        t.expert_stride = t.expert_bytes = *row_bytes(t.type, uint64_t(kEmbd * kFf));
         std::vector<float> values(size_t(kExperts * kEmbd * kFf));
         for (float& v : values) v = uniform(rng);
-        out.write(reinterpret_cast<const char*>(values.data()),
-                  std::streamsize(values.size() * sizeof(float)));
+        std::vector<uint8_t> bytes(size_t(t.expert_bytes * kExperts));
+        quantize_row(t.type, values.data(), bytes.data(), int64_t(values.size()));
+        out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
         offset += t.expert_bytes * kExperts;
       }
     }
@@ -83,6 +87,25 @@ class MoeStackedTest : public ::testing::Test {
       EXPECT_EQ(scratch.selected_on_backend, stacked && n_tokens == 1 && source.always_in_stack())
           << "layer " << l << " tokens " << n_tokens;
       moe_compute(cpu_, weights_, source, l, x_.data(), n_tokens, kEmbd, scratch, layer_out, {});
+    }
+    return out;
+  }
+
+  // The same on hybrid placement: the main backend routes, a second CPU backend on a pool of 2
+  // threads computes the experts (by stack for a source with stacks).
+  std::vector<float> run_hybrid(experts::ExpertSource& source, int64_t n_tokens) {
+    ThreadPool pool(2);
+    cpu::CpuBackend expert_cpu(&pool);
+    MoeScratch scratch;
+    scratch.reserve(cpu_, weights_, kEmbd, 5);
+    std::vector<float> out(size_t(kLayers * n_tokens * kEmbd));
+    for (int64_t l = 0; l < kLayers; ++l) {
+      float* layer_out = out.data() + l * n_tokens * kEmbd;
+      moe_route(cpu_, weights_, source, l, x_.data(), n_tokens, scratch, {}, &expert_cpu);
+      EXPECT_FALSE(scratch.selected_on_backend) << "layer " << l << " tokens " << n_tokens;
+      moe_compute(cpu_, weights_, source, l, x_.data(), n_tokens, kEmbd, scratch, layer_out, {},
+                  &expert_cpu);
+      EXPECT_TRUE(scratch.hybrid && scratch.hybrid->stacked) << "layer " << l;
     }
     return out;
   }
@@ -125,6 +148,14 @@ TEST_F(MoeStackedTest, DeviceSlotsGiveTheResidentNumbers) {
   for (int64_t n : {1, 5}) {
     const std::vector<float> reference = run(resident, false, n);
     expect_bits(run(slots, true, n), reference, "slots, tokens " + std::to_string(n), seed_);
+  }
+}
+
+TEST_F(MoeStackedTest, HybridStacksGiveThePlainNumbers) {
+  experts::ResidentExperts resident(layout_);
+  for (int64_t n : {1, 5}) {
+    const std::vector<float> plain = run(resident, false, n);
+    expect_bits(run_hybrid(resident, n), plain, "hybrid, tokens " + std::to_string(n), seed_);
   }
 }
 
