@@ -63,7 +63,9 @@ DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanReque
                 rate(r.h2d_bytes_per_s) + " host to device with " +
                 std::to_string(int64_t(miss_rate * 100 + 0.5)) + "% misses (uniform routing)"
           : "";
-  if (r.compute == ExpertCompute::kAuto &&
+  // A slot count the user gave (--gpu-expert-cache) asks for the device tier: only the rates'
+  // choice between the tiers is automatic.
+  if (r.compute == ExpertCompute::kAuto && r.forced_slots == 0 &&
       (n_slots < layout.n_expert_used || (rates_known && cpu_s < copy_s))) {
     plan.mode = DevicePlan::Mode::kHybrid;
     plan.reasons.push_back(
@@ -86,7 +88,10 @@ DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanReque
       " (" + format_bytes(uint64_t(n_slots) * r.slot_bytes) + ") in front of the host tier, " +
       std::to_string(all) + " experts in all (" + format_bytes(expert_bytes) + "); the rest " +
       format_bytes(r.fixed_bytes) + ", device budget " + format_bytes(r.budget) +
-      (r.compute == ExpertCompute::kDevice ? " (--gpu-moe)" : "") + comparison);
+      (r.compute == ExpertCompute::kDevice ? " (--gpu-moe)"
+       : r.forced_slots > 0                ? " (--gpu-expert-cache)"
+                                           : "") +
+      comparison);
   return plan;
 }
 

@@ -318,6 +318,17 @@ void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
                      int64_t layer, const LayerStacks& stacks, const float* x, int64_t n_tokens,
                      int64_t n_embd, MoeScratch& s, float* out) {
   const int64_t k = w.config.n_expert_used;
+  // Each expert's rows (token, output slot), tokens in order, by one counting pass.
+  const int64_t n_chosen = n_tokens * k;
+  s.bucket_start.assign(size_t(w.config.n_expert + 1), 0);
+  for (int64_t i = 0; i < n_chosen; ++i) ++s.bucket_start[size_t(s.router.selected[size_t(i)] + 1)];
+  for (int64_t e = 0; e < w.config.n_expert; ++e)
+    s.bucket_start[size_t(e + 1)] += s.bucket_start[size_t(e)];
+  s.bucket_fill.assign(s.bucket_start.begin(), s.bucket_start.end() - 1);
+  s.bucket_rows.resize(size_t(n_chosen));
+  for (int64_t i = 0; i < n_chosen; ++i) {
+    s.bucket_rows[size_t(s.bucket_fill[size_t(s.router.selected[size_t(i)])]++)] = int32_t(i);
+  }
   for (size_t begin = 0; begin < s.experts.size();) {
     if (begin > 0) {
       s.window = std::min(s.experts.size() - begin, source.max_acquire());
@@ -332,12 +343,11 @@ void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
       source.wait(layer, expert);
       s.group_ids.push_back(source.stack_index(layer, expert));
       s.group_offsets.push_back(int64_t(s.row_tokens.size()));
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        for (int64_t c = 0; c < k; ++c) {
-          if (s.router.selected[size_t(t * k + c)] != expert) continue;
-          s.row_tokens.push_back(int32_t(t));
-          s.row_slots.push_back(int32_t(t * k + c));
-        }
+      for (int64_t r = s.bucket_start[size_t(expert)]; r < s.bucket_start[size_t(expert + 1)];
+           ++r) {
+        const int32_t slot = s.bucket_rows[size_t(r)];  // token * k + choice
+        s.row_tokens.push_back(int32_t(slot / k));
+        s.row_slots.push_back(slot);
       }
     }
     const int64_t m = int64_t(s.row_tokens.size());

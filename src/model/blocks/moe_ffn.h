@@ -76,11 +76,13 @@ struct MoeScratch {
   bool selected_on_backend = false;    // this call's choices were made on the backend
   BackendArray<int32_t> choice_ids;    // [n_batch * k] stack indices of the choices
   BackendArray<float> choice_weights;  // [n_batch * k] their weights
-  BackendArray<float> grouped_in, grouped_out;   // [n_batch * k, n_embd] rows by expert
-  BackendArray<float> grouped_gate, grouped_up;  // [n_batch * k, n_ff]
-  std::vector<int32_t> group_ids;                // stack index of each group's expert
-  std::vector<int64_t> group_offsets;            // first row of each group, then the end
-  std::vector<int32_t> row_tokens, row_slots;    // [n_batch * k] each grouped row's token, output
+  BackendArray<float> grouped_in, grouped_out;     // [n_batch * k, n_embd] rows by expert
+  BackendArray<float> grouped_gate, grouped_up;    // [n_batch * k, n_ff]
+  std::vector<int32_t> group_ids;                  // stack index of each group's expert
+  std::vector<int64_t> group_offsets;              // first row of each group, then the end
+  std::vector<int32_t> row_tokens, row_slots;      // [n_batch * k] each grouped row's token, output
+  std::vector<int64_t> bucket_start, bucket_fill;  // [n_expert + 1] each expert's first row
+  std::vector<int32_t> bucket_rows;                // [n_batch * k] token * k + choice, by expert
   // Hybrid placement (experts on another backend): that backend's scratch, made on first use,
   // and in it the chunk's rows and their expert sum, [n_batch, n_embd] each.
   std::unique_ptr<MoeScratch> hybrid;

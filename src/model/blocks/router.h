@@ -45,6 +45,9 @@ struct RouterScratch {
   SelectionScratch selection;     // one token's selection buffers
   std::vector<int32_t> selected;  // [n_batch, n_expert_used] expert ids, best first
   std::vector<float> weights;     // [n_batch, n_expert_used]
+  // A GPU's chunk chosen on the device (route_tokens), before the download: backend memory.
+  BackendArray<int32_t> backend_selected;
+  BackendArray<float> backend_weights;
   // [n_tokens, n_expert_used] experts chosen by the caller (DeepSeek V4's hash-routed layers pick
   // them from the token ids); the probabilities still weigh them. nullptr: the router selects.
   const int32_t* given = nullptr;
@@ -56,7 +59,8 @@ ExpertSelection expert_selection(const RouterConfig& config);
 
 // Routes x [n_tokens, n_embd]: fills scratch.selected and scratch.weights. The gate's product (and
 // its bias and softmax) run on the backend; the probabilities are read back and the selection
-// is made on the host.
+// is made on the host — but for a chunk on a GPU with a softmax router and no trace, which
+// chooses on the device (route_tokens_on_backend) and reads back only the choices.
 void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& config,
                   int64_t layer, const float* x, int64_t n_tokens, RouterScratch& scratch,
                   const Trace& trace);

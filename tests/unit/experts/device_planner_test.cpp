@@ -69,6 +69,13 @@ TEST(DevicePlanner, ChoosesBetweenSlotsAndTheCpuByTheMeasuredRates) {
   r.cpu_bytes_per_s = 50e9;
   r.compute = ExpertCompute::kDevice;  // --gpu-moe
   EXPECT_EQ(plan_device_experts(layout(), r).mode, DevicePlan::Mode::kSlots);
+  r.compute = ExpertCompute::kAuto;
+  r.forced_slots = 64;  // --gpu-expert-cache 64 asks for the device tier whatever the rates say
+  plan = plan_device_experts(layout(), r);
+  EXPECT_EQ(plan.mode, DevicePlan::Mode::kSlots);
+  EXPECT_EQ(plan.n_slots, 64);
+  EXPECT_NE(plan.reasons[0].find("(--gpu-expert-cache)"), std::string::npos) << plan.reasons[0];
+  r.forced_slots = 0;
   r.compute = ExpertCompute::kCpu;  // --cpu-moe, even where everything would fit
   EXPECT_EQ(plan_device_experts(layout(), request(4096)).mode, DevicePlan::Mode::kAllOnDevice);
   DevicePlanRequest cpu = request(4096);
