@@ -137,10 +137,14 @@ bool run_matmul_grouped(const ExpertMatmulArgs& a, std::string* error) {
   return launched("matmul grouped", error);
 }
 
-template <QType kType>
-constexpr ExpertKernelSet expert_kernel_set_of() {
-  return ExpertKernelSet{&run_matmul_by_id<kType>, &run_matmul_grouped<kType>};
-}
+// The routed experts' kernels of a type, as a TypeFamily maker (quant_kernel_set.h).
+struct MakeExpertKernelSet {
+  using Set = ExpertKernelSet;
+  template <QType kType>
+  static constexpr ExpertKernelSet of() {
+    return ExpertKernelSet{&run_matmul_by_id<kType>, &run_matmul_grouped<kType>};
+  }
+};
 
 }  // namespace
 }  // namespace sluice::cuda::quant

@@ -3,6 +3,7 @@
 // types and hands out their KernelSet. Plain C++ so the dispatcher needs no templates.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -86,6 +87,29 @@ inline int64_t quantized_rows_bytes(int64_t n_tokens, int64_t n_cols, int block)
 // later calls on the same stream and device (quant_scratch.cu). False with a one-line message
 // when CUDA cannot provide it.
 bool activation_scratch(void* stream, int64_t bytes, void** out, std::string* error);
+
+// The type families, one instantiation file each so nvcc builds them in parallel. A family's
+// lookup (quant_kernels_*.cu, quant_expert_kernels_*.cu) is Family::find<Make>(type): the set
+// Make::of<t>() of the family's type t == type, each made once; nullptr when type is not one of
+// them. Make: `using Set = …; template <QType t> static constexpr Set of();`.
+template <QType... kTypes>
+struct TypeFamily {
+  template <class Make>
+  static const typename Make::Set* find(QType type) {
+    static constexpr typename Make::Set kSets[] = {Make::template of<kTypes>()...};
+    static constexpr QType kMembers[] = {kTypes...};
+    for (size_t i = 0; i < sizeof...(kTypes); ++i) {
+      if (kMembers[i] == type) return &kSets[i];
+    }
+    return nullptr;
+  }
+};
+using FloatFamily = TypeFamily<QType::F32, QType::F16, QType::BF16>;
+using LegacyFamily = TypeFamily<QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1, QType::Q8_0,
+                                QType::IQ4_NL, QType::MXFP4>;
+using KFamily = TypeFamily<QType::Q2_K, QType::Q3_K, QType::Q4_K, QType::Q5_K, QType::Q6_K>;
+using IqFamily = TypeFamily<QType::IQ2_XXS, QType::IQ2_XS, QType::IQ2_S, QType::IQ3_XXS,
+                            QType::IQ3_S, QType::IQ1_S, QType::IQ1_M, QType::IQ4_XS>;
 
 // nullptr when the family does not hold `type`.
 const KernelSet* kernel_set_float(QType type);   // F32, F16, BF16

@@ -336,5 +336,14 @@ constexpr KernelSet kernel_set_of() {
   }
 }
 
+// kernel_set_of as a TypeFamily maker (quant_kernel_set.h).
+struct MakeKernelSet {
+  using Set = KernelSet;
+  template <QType kType>
+  static constexpr KernelSet of() {
+    return kernel_set_of<kType>();
+  }
+};
+
 }  // namespace
 }  // namespace sluice::cuda::quant

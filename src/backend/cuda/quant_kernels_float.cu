@@ -1,23 +1,11 @@
-// Kernels for the plain float weight types.
-// One file per family so nvcc builds the families in parallel.
+// Kernels for the plain float weight types, instantiated in a file of their own so nvcc builds the
+// families in parallel.
 #include "backend/cuda/quant_kernels.cuh"
 
 namespace sluice::cuda::quant {
 
 const KernelSet* kernel_set_float(QType type) {
-  static constexpr KernelSet kF32 = kernel_set_of<QType::F32>();
-  static constexpr KernelSet kF16 = kernel_set_of<QType::F16>();
-  static constexpr KernelSet kBF16 = kernel_set_of<QType::BF16>();
-  switch (type) {
-    case QType::F32:
-      return &kF32;
-    case QType::F16:
-      return &kF16;
-    case QType::BF16:
-      return &kBF16;
-    default:
-      return nullptr;
-  }
+  return FloatFamily::find<MakeKernelSet>(type);
 }
 
 }  // namespace sluice::cuda::quant

@@ -1,38 +1,11 @@
-// Kernels for the IQ grid types and IQ4_XS.
-// One file per family so nvcc builds the families in parallel.
+// Kernels for the IQ grid types and IQ4_XS, instantiated in a file of their own so nvcc builds the
+// families in parallel.
 #include "backend/cuda/quant_kernels.cuh"
 
 namespace sluice::cuda::quant {
 
 const KernelSet* kernel_set_iq(QType type) {
-  static constexpr KernelSet kIQ2_XXS = kernel_set_of<QType::IQ2_XXS>();
-  static constexpr KernelSet kIQ2_XS = kernel_set_of<QType::IQ2_XS>();
-  static constexpr KernelSet kIQ2_S = kernel_set_of<QType::IQ2_S>();
-  static constexpr KernelSet kIQ3_XXS = kernel_set_of<QType::IQ3_XXS>();
-  static constexpr KernelSet kIQ3_S = kernel_set_of<QType::IQ3_S>();
-  static constexpr KernelSet kIQ1_S = kernel_set_of<QType::IQ1_S>();
-  static constexpr KernelSet kIQ1_M = kernel_set_of<QType::IQ1_M>();
-  static constexpr KernelSet kIQ4_XS = kernel_set_of<QType::IQ4_XS>();
-  switch (type) {
-    case QType::IQ2_XXS:
-      return &kIQ2_XXS;
-    case QType::IQ2_XS:
-      return &kIQ2_XS;
-    case QType::IQ2_S:
-      return &kIQ2_S;
-    case QType::IQ3_XXS:
-      return &kIQ3_XXS;
-    case QType::IQ3_S:
-      return &kIQ3_S;
-    case QType::IQ1_S:
-      return &kIQ1_S;
-    case QType::IQ1_M:
-      return &kIQ1_M;
-    case QType::IQ4_XS:
-      return &kIQ4_XS;
-    default:
-      return nullptr;
-  }
+  return IqFamily::find<MakeKernelSet>(type);
 }
 
 }  // namespace sluice::cuda::quant

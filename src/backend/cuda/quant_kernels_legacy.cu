@@ -1,35 +1,11 @@
-// Kernels for the 32-element block types.
-// One file per family so nvcc builds the families in parallel.
+// Kernels for the 32-element block types, instantiated in a file of their own so nvcc builds the
+// families in parallel.
 #include "backend/cuda/quant_kernels.cuh"
 
 namespace sluice::cuda::quant {
 
 const KernelSet* kernel_set_legacy(QType type) {
-  static constexpr KernelSet kQ4_0 = kernel_set_of<QType::Q4_0>();
-  static constexpr KernelSet kQ4_1 = kernel_set_of<QType::Q4_1>();
-  static constexpr KernelSet kQ5_0 = kernel_set_of<QType::Q5_0>();
-  static constexpr KernelSet kQ5_1 = kernel_set_of<QType::Q5_1>();
-  static constexpr KernelSet kQ8_0 = kernel_set_of<QType::Q8_0>();
-  static constexpr KernelSet kIQ4_NL = kernel_set_of<QType::IQ4_NL>();
-  static constexpr KernelSet kMXFP4 = kernel_set_of<QType::MXFP4>();
-  switch (type) {
-    case QType::Q4_0:
-      return &kQ4_0;
-    case QType::Q4_1:
-      return &kQ4_1;
-    case QType::Q5_0:
-      return &kQ5_0;
-    case QType::Q5_1:
-      return &kQ5_1;
-    case QType::Q8_0:
-      return &kQ8_0;
-    case QType::IQ4_NL:
-      return &kIQ4_NL;
-    case QType::MXFP4:
-      return &kMXFP4;
-    default:
-      return nullptr;
-  }
+  return LegacyFamily::find<MakeKernelSet>(type);
 }
 
 }  // namespace sluice::cuda::quant
