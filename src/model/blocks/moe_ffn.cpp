@@ -95,16 +95,14 @@ namespace {
 // (token, choice). Biases follow llama.cpp's order: up, gate and down each right after their
 // matmul.
 void run_expert(Backend& backend, const MoeFfnWeights& w, const experts::ExpertWeights& ew,
-                int32_t expert, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s) {
+                int32_t expert, const float* x, int64_t n_embd, MoeScratch& s) {
   const int64_t k = w.config.n_expert_used;
   int64_t m = 0;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t c = 0; c < k; ++c) {
-      if (s.router.selected[size_t(t * k + c)] != expert) continue;
-      s.tokens[size_t(m)] = int32_t(t);
-      s.slots[size_t(m)] = int32_t(t * k + c);
-      ++m;
-    }
+  for (int64_t r = s.bucket_start[size_t(expert)]; r < s.bucket_start[size_t(expert + 1)]; ++r) {
+    const int32_t slot = s.bucket_rows[size_t(r)];  // token * k + choice
+    s.tokens[size_t(m)] = int32_t(slot / k);
+    s.slots[size_t(m)] = slot;
+    ++m;
   }
   backend.gather_rows(x, s.tokens.data(), m, n_embd, s.x_expert.data());
   gate_and_up(backend, w, ew, expert, m, s);
@@ -258,29 +256,59 @@ void moe_prefetch(Backend& backend, const MoeFfnWeights& next, const std::vector
 namespace {
 
 // The chunk's experts on `backend` with s's buffers, then their weighted sum into out.
-void compute_experts(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
-                     int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
-                     float* out) {
-  const int64_t k = w.config.n_expert_used;
-  // More experts than the source can pin at once (a long prefill chunk through a small cache):
-  // windows of them, each acquired, computed and released in turn.
+// Each expert's rows (token * k + choice) in token order, by one counting pass over the choices:
+// bucket_rows[bucket_start[e] .. bucket_start[e + 1]).
+void bucket_rows_by_expert(const MoeFfnWeights& w, int64_t n_tokens, MoeScratch& s) {
+  const int64_t n_chosen = n_tokens * w.config.n_expert_used;
+  s.bucket_start.assign(size_t(w.config.n_expert + 1), 0);
+  for (int64_t i = 0; i < n_chosen; ++i) ++s.bucket_start[size_t(s.router.selected[size_t(i)] + 1)];
+  for (int64_t e = 0; e < w.config.n_expert; ++e)
+    s.bucket_start[size_t(e + 1)] += s.bucket_start[size_t(e)];
+  s.bucket_fill.assign(s.bucket_start.begin(), s.bucket_start.end() - 1);
+  s.bucket_rows.resize(size_t(n_chosen));
+  for (int64_t i = 0; i < n_chosen; ++i) {
+    s.bucket_rows[size_t(s.bucket_fill[size_t(s.router.selected[size_t(i)])]++)] = int32_t(i);
+  }
+}
+
+// More experts than the source can pin at once (a long prefill chunk through a small cache):
+// windows of them, each acquired (the first by moe_route), run_window(begin, end) over
+// s.experts[begin, end), then released.
+template <class RunWindow>
+void for_each_window(experts::ExpertSource& source, int64_t layer, MoeScratch& s,
+                     RunWindow&& run_window) {
   for (size_t begin = 0; begin < s.experts.size();) {
     if (begin > 0) {
       s.window = std::min(s.experts.size() - begin, source.max_acquire());
       acquire_window(source, layer, s.experts.data() + begin, s.window);
     }
-    for (size_t i = begin; i < begin + s.window; ++i) {
-      const int32_t expert = s.experts[i];
-      run_expert(backend, w, source.wait(layer, expert), expert, x, n_tokens, n_embd, s);
-    }
+    run_window(begin, begin + s.window);
     source.release(layer);
     begin += s.window;
   }
+}
 
-  // llama.cpp: each output times its weight, then summed choice 0, 1, 2 … in that order.
+// llama.cpp's MoE combine: each (token, choice) output times its weight, summed choice 0, 1, 2 …
+void combine_choices(Backend& backend, const MoeFfnWeights& w, int64_t n_tokens, int64_t n_embd,
+                     MoeScratch& s, float* out) {
+  const int64_t k = w.config.n_expert_used;
   backend.upload(s.choice_weights.data(), s.router.weights.data(),
                  size_t(n_tokens * k) * sizeof(float));
   backend.weighted_sum(s.outputs.data(), s.choice_weights.data(), n_tokens, k, n_embd, out);
+}
+
+// The chunk's experts one by one on `backend` with s's buffers, then their weighted sum into out.
+void compute_experts(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
+                     int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
+                     float* out) {
+  bucket_rows_by_expert(w, n_tokens, s);
+  for_each_window(source, layer, s, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      const int32_t expert = s.experts[i];
+      run_expert(backend, w, source.wait(layer, expert), expert, x, n_embd, s);
+    }
+  });
+  combine_choices(backend, w, n_tokens, n_embd, s, out);
 }
 
 // One token on the stacked path: gate and up of the k choices (one shared-input product, the CPU
@@ -318,27 +346,13 @@ void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
                      int64_t layer, const LayerStacks& stacks, const float* x, int64_t n_tokens,
                      int64_t n_embd, MoeScratch& s, float* out) {
   const int64_t k = w.config.n_expert_used;
-  // Each expert's rows (token, output slot), tokens in order, by one counting pass.
-  const int64_t n_chosen = n_tokens * k;
-  s.bucket_start.assign(size_t(w.config.n_expert + 1), 0);
-  for (int64_t i = 0; i < n_chosen; ++i) ++s.bucket_start[size_t(s.router.selected[size_t(i)] + 1)];
-  for (int64_t e = 0; e < w.config.n_expert; ++e)
-    s.bucket_start[size_t(e + 1)] += s.bucket_start[size_t(e)];
-  s.bucket_fill.assign(s.bucket_start.begin(), s.bucket_start.end() - 1);
-  s.bucket_rows.resize(size_t(n_chosen));
-  for (int64_t i = 0; i < n_chosen; ++i) {
-    s.bucket_rows[size_t(s.bucket_fill[size_t(s.router.selected[size_t(i)])]++)] = int32_t(i);
-  }
-  for (size_t begin = 0; begin < s.experts.size();) {
-    if (begin > 0) {
-      s.window = std::min(s.experts.size() - begin, source.max_acquire());
-      acquire_window(source, layer, s.experts.data() + begin, s.window);
-    }
+  bucket_rows_by_expert(w, n_tokens, s);
+  for_each_window(source, layer, s, [&](size_t begin, size_t end) {
     s.group_ids.clear();
     s.group_offsets.clear();
     s.row_tokens.clear();
     s.row_slots.clear();
-    for (size_t i = begin; i < begin + s.window; ++i) {
+    for (size_t i = begin; i < end; ++i) {
       const int32_t expert = s.experts[i];
       source.wait(layer, expert);
       s.group_ids.push_back(source.stack_index(layer, expert));
@@ -362,12 +376,26 @@ void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
     backend.matmul_expert_groups(stacks.down, s.group_ids.data(), s.group_offsets.data(), n_groups,
                                  s.grouped_gate.data(), s.grouped_out.data());
     backend.scatter_rows(s.grouped_out.data(), s.row_slots.data(), m, n_embd, s.outputs.data());
-    source.release(layer);
-    begin += s.window;
+  });
+  combine_choices(backend, w, n_tokens, n_embd, s, out);
+}
+
+// The chunk's experts on `backend` with s's buffers into out: by stack index where s is set up
+// for it (use_stacks) and the source has stacks — decode only when one acquire holds every
+// choice — else one by one.
+void compute_routed(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
+                    int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
+                    float* out) {
+  LayerStacks stacks;
+  if (!s.stacked || !layer_stacks(w, source, layer, stacks)) {
+    compute_experts(backend, w, source, layer, x, n_tokens, n_embd, s, out);
+  } else if (n_tokens > 1) {
+    compute_grouped(backend, w, source, layer, stacks, x, n_tokens, n_embd, s, out);
+  } else if (s.selected_on_backend || s.window == s.experts.size()) {
+    compute_decode_stacked(backend, w, source, layer, stacks, x, n_embd, s, out);
+  } else {
+    compute_experts(backend, w, source, layer, x, n_tokens, n_embd, s, out);
   }
-  backend.upload(s.choice_weights.data(), s.router.weights.data(),
-                 size_t(n_tokens * k) * sizeof(float));
-  backend.weighted_sum(s.outputs.data(), s.choice_weights.data(), n_tokens, k, n_embd, out);
 }
 
 // The scratch of the expert backend, with this chunk's routing.
@@ -395,19 +423,8 @@ MoeScratch& hybrid_scratch(Backend& expert_backend, const MoeFfnWeights& w, int6
 void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                  int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
                  float* out, const Trace& trace, Backend* expert_backend) {
-  LayerStacks stacks;
-  const bool own_backend = expert_backend == nullptr || expert_backend == &backend;
-  if (s.selected_on_backend ||
-      (own_backend && s.stacked && layer_stacks(w, source, layer, stacks) &&
-       (n_tokens > 1 || s.window == s.experts.size()))) {
-    if (s.selected_on_backend) layer_stacks(w, source, layer, stacks);
-    if (n_tokens == 1) {
-      compute_decode_stacked(backend, w, source, layer, stacks, x, n_embd, s, out);
-    } else {
-      compute_grouped(backend, w, source, layer, stacks, x, n_tokens, n_embd, s, out);
-    }
-  } else if (own_backend) {
-    compute_experts(backend, w, source, layer, x, n_tokens, n_embd, s, out);
+  if (expert_backend == nullptr || expert_backend == &backend) {
+    compute_routed(backend, w, source, layer, x, n_tokens, n_embd, s, out);
   } else {
     MoeScratch& h = hybrid_scratch(*expert_backend, w, n_embd, s);
     const size_t bytes = size_t(n_tokens * n_embd) * sizeof(float);
@@ -415,19 +432,12 @@ void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource
     // A source with stacks (the resident file) takes the stacked paths there too: on the CPU a
     // decode token's k choices are then one parallel loop per part instead of a matmul per
     // matrix, with the same numbers. The streaming cache has no stacks: per expert.
-    if (layer_stacks(w, source, layer, stacks) && (n_tokens > 1 || s.window == s.experts.size())) {
-      if (!h.stacked) h.use_stacks(*expert_backend, w, n_embd);
-      if (n_tokens == 1) {
-        compute_decode_stacked(*expert_backend, w, source, layer, stacks, h.input.data(), n_embd, h,
-                               h.sum.data());
-      } else {
-        compute_grouped(*expert_backend, w, source, layer, stacks, h.input.data(), n_tokens, n_embd,
-                        h, h.sum.data());
-      }
-    } else {
-      compute_experts(*expert_backend, w, source, layer, h.input.data(), n_tokens, n_embd, h,
-                      h.sum.data());
+    LayerStacks stacks;
+    if (!h.stacked && layer_stacks(w, source, layer, stacks)) {
+      h.use_stacks(*expert_backend, w, n_embd);
     }
+    compute_routed(*expert_backend, w, source, layer, h.input.data(), n_tokens, n_embd, h,
+                   h.sum.data());
     backend.upload(out, h.sum.data(), bytes);
   }
   trace("ffn_moe_out", layer, out, n_embd);
