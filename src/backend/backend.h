@@ -93,10 +93,43 @@ struct AttentionCall {
   KvLayerView kv;
 };
 
+// One run of consecutive tokens of one sequence through the gated delta rule (the recurrent
+// layers of qwen3next / qwen35 and Kimi Linear), each value head h < n_v_heads over its own
+// state matrix S_h [head_dim (value j), head_dim (key i)], tokens in order:
+//   S_h *= decay;  delta_j = (v_j - S_h[j] · k) * beta;  S_h[j, i] += k_i * delta_j;
+//   out_j = (S_h[j] · q) * scale
+// with decay exp(gate[t, h]) for the whole matrix, or with key_gate exp(gate[t, h, i]) per key
+// column i (Kimi's per-dimension decay). Value head h reads key head h / (n_v_heads / n_k_heads)
+// when grouped, else h % n_k_heads. All pointers are backend memory.
+struct DeltaRuleCall {
+  const float* q = nullptr;  // token t, key head kh: q[t * qk_stride + kh * head_dim ..]
+  const float* k = nullptr;  // likewise with qk_stride
+  const float* v = nullptr;  // token t, value head h: v[t * v_stride + h * head_dim ..]
+  int64_t qk_stride = 0;
+  int64_t v_stride = 0;
+  const float* beta = nullptr;  // [n_tokens, n_v_heads] write strengths
+  // key_gate false: [n_tokens, n_v_heads] log decays; true: [n_tokens, n_v_heads, head_dim].
+  const float* gate = nullptr;
+  bool key_gate = false;
+  float* state = nullptr;  // [n_v_heads, head_dim, head_dim], read and advanced in place
+  float* out = nullptr;    // token t, value head h: out[t * out_stride + h * head_dim ..]
+  int64_t out_stride = 0;
+  int64_t n_tokens = 0;
+  int64_t n_k_heads = 0;
+  int64_t n_v_heads = 0;
+  int64_t head_dim = 0;
+  bool grouped = false;
+  float scale = 1.0f;
+};
+
 // kGeluTanhF16: tanh-GELU looked up by the input rounded to half, the result a half — what
 // llama.cpp's CPU backend computes for GGUF files; kGeluTanh: the exact formula (transformers).
 // kSwigluOai: gpt-oss's clamped SwiGLU, min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, ±7) + 1).
 enum class GluActivation : uint8_t { kSilu, kGeluTanh, kGeluTanhF16, kSwigluOai };
+
+// What an output gate's logits g become (mul_gate): 1 / (1 + e^-g), or ggml's softplus,
+// g > 20 ? g : log(1 + e^g).
+enum class GateActivation : uint8_t { kSigmoid, kSoftplus };
 
 class Backend {
  public:
@@ -137,6 +170,15 @@ class Backend {
                    int64_t n_cols) = 0;
   // x[i] *= sigmoid(gate[i]).
   virtual void mul_sigmoid(float* x, const float* gate, int64_t n) = 0;
+  // An attention output gate over n_rows rows: first gate[r, j] = act(gate[r, j]) in place for
+  // j < n_gate (gate: [n_rows, n_gate]), then x[r, i] *= gate[r, i / (n_cols / n_gate)] for
+  // i < n_cols (x: [n_rows, n_cols]; n_gate divides n_cols): one logit per element (n_gate ==
+  // n_cols) or one per block of n_cols / n_gate values (per head: Laguna).
+  virtual void mul_gate(GateActivation act, float* x, float* gate, int64_t n_rows, int64_t n_cols,
+                        int64_t n_gate) = 0;
+  // x[r, i] *= weight[i] over n_rows rows of n_cols (ggml_mul by a broadcast row); weight [n_cols]
+  // is a weight (host memory that never changes allowed).
+  virtual void mul_rows(float* x, const float* weight, int64_t n_rows, int64_t n_cols) = 0;
   // y[i] += x[i].
   virtual void add(float* y, const float* x, int64_t n) = 0;
   // x[r, c] += bias[c] for n_rows rows of n_cols.
@@ -161,12 +203,19 @@ class Backend {
                             int64_t n, float* out) = 0;
 
   // Routed experts without host round trips (a GPU's MoE decode) and grouped (its prefill).
-  // select_experts: for t < n_tokens, the experts select_top_experts and weigh_chosen_experts
-  // (expert_selection.h; softmax_chosen false) pick from probs[t, :] [n_expert], into
-  // selected[t, :] and weights[t, :] [n_expert_used]. probs, selected and weights are backend
-  // memory; bias [n_expert] is a weight (host memory that never changes allowed) or nullptr.
+  // select_experts: for t < n_tokens, the experts select_and_weigh_experts (expert_selection.h:
+  // s.scoring says whether probs[t, :] [n_expert] are probabilities or logits to take the sigmoid
+  // of or to softmax the chosen of) picks, into selected[t, :] and weights[t, :]
+  // [n_expert_used]. probs, selected and weights are backend memory; bias [n_expert] is a weight
+  // (host memory that never changes allowed) or nullptr.
   virtual void select_experts(const float* probs, const float* bias, int64_t n_tokens,
                               const ExpertSelection& s, int32_t* selected, float* weights) = 0;
+  // x[r, :] += table[ids[r], :] for r < n, x [n, n_cols]: each row's expert's row of a per-expert
+  // bias table [n_expert, n_cols] (gpt-oss's expert biases on the stacked paths). x and ids
+  // (expert ids < n_expert, not stack indices) are backend memory; table is a weight. The float
+  // additions of add_bias, so bit-equal to add_bias of each row's bias row.
+  virtual void add_expert_bias(float* x, const float* table, int64_t n_expert, const int32_t* ids,
+                               int64_t n, int64_t n_cols) = 0;
   // y[c, :] = stack.matrix(ids[c]) x_c for c < n: x_c is row 0 of x when shared_input (gate and
   // up of one token), row c otherwise (down). ids: backend memory. The same numbers as a matmul
   // of each matrix on its one row.
@@ -182,11 +231,112 @@ class Backend {
   }
   // For g < n_groups: rows offsets[g] .. offsets[g + 1] of x multiplied by stack.matrix(ids[g])
   // into the same rows of y [offsets[n_groups], n_rows] (the rows routed to one expert made
-  // contiguous). ids and offsets: host lists. The numbers of a batched matmul per group (a GPU
-  // takes its many-token path for every group, so they may differ from matmul's for ≤ 8 rows).
+  // contiguous). ids and offsets: host lists. The numbers of matmul on each group's rows (a GPU
+  // runs a short chunk's rows one by one with its decode kernels, as matmul runs short chunks;
+  // longer ones take its many-token path).
   virtual void matmul_expert_groups(const ExpertStack& stack, const int32_t* ids,
                                     const int64_t* offsets, int64_t n_groups, const float* x,
                                     float* y) = 0;
+
+  // The recurrent layers' own steps (cpu/cpu_delta_net_ops.cpp, cuda/cuda_delta_net.cu).
+  // x [n_tokens, channels] in place: the SiLU of the causal depthwise convolution of the rows
+  // w = conv_state [kernel - 1, channels] followed by x with taps [channels, kernel] (a weight):
+  // x[t, c] = silu(sum over j = 0, 1, … < kernel of w[t + j, c] * taps[c, j]), the sum in that
+  // order, SiLU as glu's kSilu computes it (times 1). conv_state (backend memory) then holds the
+  // last kernel - 1 rows of w, so the next call continues the sequence.
+  virtual void causal_conv_silu(float* x, int64_t n_tokens, int64_t channels, const float* taps,
+                                int64_t kernel, float* conv_state) = 0;
+  // For t < n_tokens, h < n_heads, the head x[t * row_stride + h * head_dim ..+ head_dim] is
+  // divided by its L2 norm in place: times 1 / max(sqrt(s), eps), or 1 / sqrt(s + eps) when
+  // eps_inside, s the sum of the squares (each rounded to float) accumulated in double, then
+  // rounded to float.
+  virtual void l2_norm_heads(float* x, int64_t n_tokens, int64_t row_stride, int64_t n_heads,
+                             int64_t head_dim, float eps, bool eps_inside) = 0;
+  // The delta rule's write strengths and decays from their projections, in place:
+  // beta[i] = 1 / (1 + e^-beta[i]) for i < n_tokens * n_beta, and gate[t, c] =
+  // softplus(gate[t, c] + dt_bias[c]) * a[c / a_group] for t < n_tokens, c < n_gate, with
+  // softplus(x) = log(1 + e^x) (x above 20: x). dt_bias [n_gate] and a [n_gate / a_group] are
+  // weights.
+  virtual void delta_gates(float* beta, int64_t n_beta, float* gate, int64_t n_gate,
+                           int64_t n_tokens, const float* dt_bias, const float* a,
+                           int64_t a_group) = 0;
+  virtual void delta_rule(const DeltaRuleCall& call) = 0;
+
+  // DeepSeek sparse attention (glm-dsa's lightning indexer and the attention it restricts;
+  // cpu/cpu_sparse_attention_ops.cpp, cuda/cuda_sparse_attention.cu).
+  // LayerNorm of rows of n, ggml's norm: mean = (sum in double) / n, x - mean, variance = (sum
+  // in double of each (x - mean)² rounded to float) / n, y = (x - mean) * (1 / sqrt(variance +
+  // eps)) * weight + bias, each step rounded to float in that order. weight, bias: [n] weights
+  // (nullptr: none). In place allowed.
+  virtual void layer_norm(const float* x, const float* weight, const float* bias, float* y,
+                          int64_t n_rows, int64_t n, float eps) = 0;
+  // The indexer's scores of n_tokens queries at positions pos0.. over the cached keys:
+  // scores[t, j] = sum over h = 0, 1, … < n_head of max(q[t, h, :] · k_j, 0) * w[t, h] for
+  // j <= pos0 + t, k_j the key in cell j % capacity of `kv` (one KV head of head_dim_k; its v
+  // is not read); -inf for later j. q [n_tokens, n_head, head_dim_k], w [n_tokens, n_head],
+  // scores [n_tokens, pos0 + n_tokens]: backend memory.
+  virtual void indexer_scores(const float* q, const float* w, const KvLayerView& kv,
+                              int64_t n_tokens, int64_t n_head, int64_t pos0, float* scores) = 0;
+  // For t < n_rows, row t of scores [n_rows, n_cols] sees its first v_t = min(n_cols, pos0 + t
+  // + 1) columns: positions[t, :top_k] (int32, backend memory) = the top_k of them by score
+  // (the higher first, the lower column on a tie), in ascending order; when v_t <= top_k, every
+  // column 0 .. v_t - 1, then -1.
+  virtual void top_k_positions(const float* scores, int64_t n_rows, int64_t n_cols, int64_t pos0,
+                               int64_t top_k, int32_t* positions) = 0;
+  // attention(call) with each query row t attending only to the top_k cells that
+  // positions[t, :top_k] (backend memory, ascending, all <= pos0 + t, from top_k_positions)
+  // name: the numbers of attention() over a cache holding just those cells, in that order, the
+  // query at its last (no window, no sinks).
+  virtual void attention_selected(const AttentionCall& call, const int32_t* positions,
+                                  int64_t top_k) = 0;
+
+  // DeepSeek V4's own steps (cpu/cpu_deepseek4_ops.cpp, cuda/cuda_deepseek4.cu).
+  // Hyper-connection mixers: for t < n_tokens, from mixes [n_tokens, width] with weights scale
+  // and base [width], width (2 + n_stream) * n_stream (scale [3]), or n_stream when post and comb
+  // are nullptr (the output head's; scale [1]); m = mixes[t], each product rounded before its add:
+  //   pre[t, h] = sigmoid(m[h] * scale[0] + base[h]) + eps                  [n_tokens, n_stream]
+  //   post[t, h] = sigmoid(m[n_stream + h] * scale[1] + base[n_stream + h]) * 2
+  //   comb[t, s, d] = m[2 n_stream + s n_stream + d] * scale[2] + base[2 n_stream + s n_stream + d]
+  // then comb[t] (src s, dst d fastest) made doubly stochastic: a softmax over d for each s (exp
+  // of x - max, the sum in double, times float(1 / sum)), + eps; divide by (Σ_s in double, as
+  // float) + eps for each d; then iterations - 1 rounds of the same over d for each s, then over s
+  // for each d. sigmoid(x) = 1 / (1 + e^-x).
+  virtual void hyper_mix(const float* mixes, const float* scale, const float* base,
+                         int64_t n_tokens, int64_t n_stream, int64_t iterations, float eps,
+                         float* pre, float* post, float* comb) = 0;
+  // x[t, i] = streams[t, 0, i] * weights[t, 0] + streams[t, 1, i] * weights[t, 1] + …, each
+  // product rounded, added in stream order. streams [n_tokens, n_stream, n_embd], weights
+  // [n_tokens, n_stream], x [n_tokens, n_embd].
+  virtual void hyper_fold(const float* streams, const float* weights, int64_t n_tokens,
+                          int64_t n_stream, int64_t n_embd, float* x) = 0;
+  // out[t, d, i] = branch[t, i] * post[t, d] + streams[t, 0, i] * comb[t, 0, d] + streams[t, 1,
+  // i] * comb[t, 1, d] + …, each product rounded, added in that order. branch [n_tokens, n_embd],
+  // post [n_tokens, n_stream], comb [n_tokens, n_stream, n_stream], streams and out [n_tokens,
+  // n_stream, n_embd]; out does not overlap streams.
+  virtual void hyper_expand(const float* branch, const float* post, const float* comb,
+                            const float* streams, int64_t n_tokens, int64_t n_stream,
+                            int64_t n_embd, float* out) = 0;
+  // DeepSeek V4's SwiGLU clamp, in place for i < n: gate[i] = min(gate[i], limit), up[i] =
+  // min(max(up[i], -limit), limit).
+  virtual void clamp_swiglu(float* gate, float* up, int64_t n, float limit) = 0;
+  // DeepSeek V4's KV compressor over one run of n_tokens tokens at positions pos0 …: token t's
+  // row is (kv[t, :width], score[t, :width] + ape[(pos0 + t) % ratio, :width]) (ape a weight).
+  // Every block b of ratio positions whose last position the run reaches (b from pos0 / ratio
+  // to (pos0 + n_tokens) / ratio, exclusive) writes keys[b - pos0 / ratio, c] for c < head_dim:
+  // entries e of a softmax — overlap: e < ratio the rows of block b - 1 through channel c (for
+  // b = 0: value 0, score -inf), e >= ratio the rows of block b through channel head_dim + c;
+  // else the rows of block b through channel c — key = Σ_e in double of value_e * (exp(score_e -
+  // max) * float(1 / Σ_e exp in double)), each product rounded, the sum rounded to float. Rows
+  // of positions before pos0 come from state, a ring [span, 2 width] (position p at p % span;
+  // span = 2 ratio when overlapping, else ratio); afterwards the ring holds the run's rows too.
+  // width = 2 head_dim when overlapping, else head_dim. kv, score, state, keys: backend memory.
+  virtual void kv_compress(const float* kv, const float* score, const float* ape, float* state,
+                           int64_t n_tokens, int64_t pos0, int64_t ratio, int64_t head_dim,
+                           bool overlap, float* keys) = 0;
+  // dst cell i = the key cell (n_head_kv * head_dim_k elements of kv.type) in cell cells[i] %
+  // capacity of kv, for i < n; cells (int32, >= 0) and dst: backend memory.
+  virtual void gather_key_cells(const KvLayerView& kv, const int32_t* cells, int64_t n,
+                                void* dst) = 0;
 
   // Whether the backend's memory is host memory (the CPU): then a pointer from allocate() may
   // also be read and written directly, and upload / download are plain copies.
@@ -201,6 +351,11 @@ class Backend {
   virtual void download(void* host, const void* src, size_t bytes) = 0;
   // Within backend memory, ordered after the ops queued before it (ranges do not overlap).
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  // Within backend memory: dst[r * dst_stride + c] = src[r * src_stride + c] for r < n_rows,
+  // c < n_cols (strides in floats): a column block of rows moved (the rotary part of each head,
+  // one half of an interleaved projection). Ranges do not overlap.
+  virtual void copy_strided_rows(const float* src, int64_t src_stride, float* dst,
+                                 int64_t dst_stride, int64_t n_rows, int64_t n_cols) = 0;
   // Waits until every op queued so far has finished (a no-op where ops run synchronously).
   virtual void synchronize() {}
   // A hint: host memory [p, p + bytes), unchanged while the backend lives, will be uploaded from

@@ -76,4 +76,16 @@ void weigh_chosen_experts(const float* probs, const int32_t* chosen, const Exper
   }
 }
 
+void select_and_weigh_experts(const float* row, const float* bias, const ExpertSelection& s,
+                              SelectionScratch& scratch, int32_t* chosen, float* weights) {
+  const float* probs = row;
+  if (s.scoring == ExpertScoring::kSigmoid) {
+    scratch.probs.resize(size_t(s.n_expert));
+    for (int64_t e = 0; e < s.n_expert; ++e) scratch.probs[size_t(e)] = sigmoid_probability(row[e]);
+    probs = scratch.probs.data();
+  }
+  select_top_experts(probs, bias, s, scratch, chosen);
+  weigh_chosen_experts(probs, chosen, s, s.scoring == ExpertScoring::kSoftmaxChosen, weights);
+}
+
 }  // namespace sluice

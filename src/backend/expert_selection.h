@@ -3,21 +3,31 @@
 // experts win, not their weights), group-limited selection, a descending sort of the scores,
 // then the chosen probabilities as weights, optionally normalised and scaled. The host reference
 // of Backend::select_experts (a GPU backend selects on the device; it must choose and weigh
-// alike). Knows no model.
+// alike), which also turns a router's logits into its scores (ExpertScoring). Knows no model.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 namespace sluice {
+
+// What the rows given to Backend::select_experts hold, and how the weights come from them.
+enum class ExpertScoring : uint8_t {
+  kProbabilities,  // probabilities (the router's softmax): chosen on them, weighed by them
+  kSigmoid,        // logits: probabilities = sigmoid_probability(logit), then as kProbabilities
+                   // (DeepSeek V3, GLM-4.5, Laguna)
+  kSoftmaxChosen,  // logits: chosen on them, weights = the softmax of the k chosen (gpt-oss)
+};
 
 struct ExpertSelection {
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;  // k
   int64_t n_group = 0;        // > 1: experts in n_group groups, only n_group_used groups eligible
   int64_t n_group_used = 0;
-  bool norm_weights = false;   // divide the chosen weights by their sum
-  float weights_scale = 0.0f;  // 0 or 1: no scaling
+  bool norm_weights = false;                              // divide the chosen weights by their sum
+  float weights_scale = 0.0f;                             // 0 or 1: no scaling
+  ExpertScoring scoring = ExpertScoring::kProbabilities;  // select_and_weigh_experts' input
 };
 
 // Reusable buffers of one selection (no allocation per token once grown).
@@ -25,7 +35,13 @@ struct SelectionScratch {
   std::vector<float> scores;        // [n_expert]
   std::vector<int32_t> order;       // [n_expert]
   std::vector<float> group_scores;  // [n_group]
+  std::vector<float> probs;         // [n_expert] a row's sigmoid probabilities
 };
+
+// ggml's sigmoid of a router logit, as the host router computes it: 1 / (1 + exp(-x)) in float.
+inline float sigmoid_probability(float logit) {
+  return 1.0f / (1.0f + std::exp(-logit));
+}
 
 // The k best experts of one token's probs [n_expert] (+ bias [n_expert] when not nullptr), best
 // first, ties broken as std::sort breaks them in ggml's argsort (a GPU may differ on exact ties).
@@ -37,5 +53,12 @@ void select_top_experts(const float* probs, const float* bias, const ExpertSelec
 // does) and scaled as `s` says.
 void weigh_chosen_experts(const float* probs, const int32_t* chosen, const ExpertSelection& s,
                           bool softmax_chosen, float* weights);
+
+// One token's whole selection from its row [n_expert] as s.scoring says (the reference of
+// Backend::select_experts): the probabilities (sigmoid of the row for kSigmoid, the row itself
+// otherwise), select_top_experts on them (+ bias), weigh_chosen_experts (softmax_chosen for
+// kSoftmaxChosen) into chosen and weights [n_expert_used].
+void select_and_weigh_experts(const float* row, const float* bias, const ExpertSelection& s,
+                              SelectionScratch& scratch, int32_t* chosen, float* weights);
 
 }  // namespace sluice

@@ -3,6 +3,8 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -18,8 +20,8 @@ KvCache::KvCache(std::vector<KvLayerSpec> layers, int64_t n_ctx, int64_t n_batch
     const KvLayerSpec& spec = layers_[i];
     Layer& layer = storage_[i];
     if (spec.is_recurrent()) {
-      layer.conv.assign(size_t(spec.conv_state), 0.0f);
-      layer.state.assign(size_t(spec.recurrent_state), 0.0f);
+      layer.conv.resize(backend, size_t(spec.conv_state));  // zeroed
+      layer.state.resize(backend, size_t(spec.recurrent_state));
       continue;
     }
     layer.capacity = spec.window > 0 ? std::min(n_ctx, spec.window + n_batch - 1) : n_ctx;
@@ -39,8 +41,13 @@ RecurrentLayerView KvCache::recurrent(int64_t index, int64_t pos0) {
   if (!layers_[size_t(index)].is_recurrent()) fail("kv cache: layer ", index, " is not recurrent");
   Layer& layer = storage_[size_t(index)];
   if (pos0 == 0) {
-    std::fill(layer.conv.begin(), layer.conv.end(), 0.0f);
-    std::fill(layer.state.begin(), layer.state.end(), 0.0f);
+    // Only when a sequence starts (a prefill), never in a decode step.
+    const std::vector<float> zeros(std::max(layer.conv.size(), layer.state.size()), 0.0f);
+    for (BackendArray<float>* part : {&layer.conv, &layer.state}) {
+      if (!part->empty()) {
+        part->backend()->upload(part->data(), zeros.data(), part->size() * sizeof(float));
+      }
+    }
     layer.positions = 0;
   } else if (pos0 != layer.positions) {
     fail("kv cache: recurrent layer ", index, " holds ", layer.positions,
@@ -101,8 +108,10 @@ void KvCache::copy_prefix_from(const KvCache& source, int64_t n, int64_t n_writt
         fail("kv cache: recurrent layer ", i, " of the source holds ", from.positions,
              " positions, not ", n);
       }
-      to.conv = from.conv;
-      to.state = from.state;
+      for (auto [dst, src] : {std::pair{&to.conv, &from.conv}, std::pair{&to.state, &from.state}}) {
+        if (!dst->empty())
+          dst->backend()->copy(dst->data(), src->data(), dst->size() * sizeof(float));
+      }
       to.positions = n > 0 ? from.positions : 0;
       continue;
     }

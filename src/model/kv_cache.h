@@ -4,7 +4,8 @@
 // first query reads the oldest position it still needs. A recurrent layer (the gated delta net of
 // qwen35 / qwen3next) holds no keys or values but a fixed-size state that every position it has
 // seen was folded into: it can be continued from where it stands or started over, never rewound.
-// Knows nothing of tokens or weights.
+// Everything is in the backend's memory (the device's for a GPU backend). Knows nothing of tokens
+// or weights.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,8 @@ struct KvLayerSpec {
 };
 
 // A recurrent layer's state as its forward reads and updates it. `positions` counts the positions
-// folded into it (0..positions-1); the forward advances it after each run.
+// folded into it (0..positions-1); the forward advances it after each run. conv and state are
+// backend memory (ops only); positions is host memory.
 struct RecurrentLayerView {
   float* conv = nullptr;   // [conv_state]
   float* state = nullptr;  // [recurrent_state]
@@ -39,15 +41,14 @@ struct RecurrentLayerView {
 
 class KvCache {
  public:
-  // Keys and values in `backend`'s memory (the device's for a GPU backend); recurrent states on
-  // the host (their layers run on the CPU only).
+  // Keys, values and recurrent states in `backend`'s memory (the device's for a GPU backend).
   KvCache(std::vector<KvLayerSpec> layers, int64_t n_ctx, int64_t n_batch, KvElement type,
           Backend& backend);
 
   KvLayerView layer(int64_t index);
   // The state of recurrent layer `index` for a run that starts at position pos0: zeroed when pos0
-  // is 0 (a sequence starts over), otherwise pos0 must be exactly the positions it already holds
-  // — a recurrent state cannot be rewound, so anything else is refused.
+  // is 0 (a sequence starts over: an upload of zeros), otherwise pos0 must be exactly the positions
+  // it already holds — a recurrent state cannot be rewound, so anything else is refused.
   RecurrentLayerView recurrent(int64_t index, int64_t pos0);
   bool has_recurrent_layers() const;
   const KvLayerSpec& spec(int64_t index) const { return layers_[size_t(index)]; }
@@ -76,9 +77,9 @@ class KvCache {
     BackendArray<uint8_t> k;  // [capacity, n_head_kv, head_dim_k] of F16 or F32
     BackendArray<uint8_t> v;  // [capacity, n_head_kv, head_dim_v]
     // Recurrent layers only (always float32, as llama.cpp keeps them).
-    std::vector<float> conv;   // [conv_state]
-    std::vector<float> state;  // [recurrent_state]
-    int64_t positions = 0;     // folded into conv / state
+    BackendArray<float> conv;   // [conv_state]
+    BackendArray<float> state;  // [recurrent_state]
+    int64_t positions = 0;      // folded into conv / state
   };
 
   std::vector<KvLayerSpec> layers_;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "backend/checked/checked_memory_backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "experts/device_expert_slots.h"
@@ -115,6 +116,16 @@ void LoadedModel::choose_backend(const ModelOptions& options) {
     info_.backend = "cpu";
     reason = "backend: cpu, " + std::to_string(pool_->size()) + " threads" +
              (options.backend == "auto" ? " (" + why_not_cuda + ")" : "");
+    if (checked::check_backend_memory_requested()) {
+      // The device's memory rules on the CPU (backend/checked): only for forwards meant to run
+      // on a device, so refused with --backend cuda's words for the others.
+      if (!language_model_->runs_on_device()) {
+        fail("backend cpu with SLUICE_CHECK_BACKEND_MEMORY: the ", info_.architecture,
+             " forward runs on the CPU only so far");
+      }
+      backend_ = std::make_unique<checked::CheckedMemoryBackend>(std::move(backend_));
+      reason += ", memory checked as a device's (SLUICE_CHECK_BACKEND_MEMORY)";
+    }
   }
   placement_.insert(placement_.begin(), reason);
   if (options.cpu_moe && !cuda && !expert_layout_.empty()) {

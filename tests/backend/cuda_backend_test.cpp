@@ -341,6 +341,21 @@ TEST_F(CudaBackendTest, ElementwiseOps) {
   }
 }
 
+// copy_strided_rows: a column block of rows (a head's rotary part) out and back, into a
+// poisoned destination: plain copies, bit-equal, and the cells between the rows untouched.
+TEST_F(CudaBackendTest, CopyStridedRows) {
+  const int64_t n_rows = 37, src_stride = 96, dst_stride = 40, n_cols = 24;
+  const auto x = uniform(size_t(n_rows * src_stride), -5.0f, 5.0f);
+  std::vector<float> expected(size_t(n_rows * dst_stride), 7.0f);
+  cpu_.copy_strided_rows(x.data() + 64, src_stride, expected.data() + 3, dst_stride, n_rows,
+                         n_cols);
+  auto dx = upload(x);
+  auto dy = upload(std::vector<float>(size_t(n_rows * dst_stride), 7.0f));
+  gpu_->copy_strided_rows(dx.as<float>() + 64, src_stride, dy.as<float>() + 3, dst_stride, n_rows,
+                          n_cols);
+  expect_ulps(download<float>(dy, expected.size()), expected, 0, "copy_strided_rows");
+}
+
 // softmax_rows: the polynomial exp bit equal, libm's expf on the tail (n % 8); the double sum
 // in another order: float(1 / sum) equal but for a near-tie. 1 ulp, or 2 with a tail.
 TEST_F(CudaBackendTest, SoftmaxRows) {

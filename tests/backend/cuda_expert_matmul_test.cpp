@@ -177,8 +177,10 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, CudaExpertMatmul, testing::ValuesIn(matmul_ty
 
 class CudaExpertGroups : public testing::TestWithParam<WeightType> {};
 
-// Groups of 1, 13, 0 and 70 rows (expert 2 twice) over a stack of 4, in one launch.
-TEST_P(CudaExpertGroups, GroupedMatchesMatmulAndReference) {
+// Groups of 1, 13, 0 and 70 rows (expert 2 twice) over a stack of 4, in one launch, against the
+// float64 products. (Not against matmul: that runs up to 32 rows as decode launches and longer
+// chunks through cuBLAS.)
+TEST_P(CudaExpertGroups, GroupedMatchesTheReference) {
   if (!device_present()) GTEST_SKIP() << "no CUDA device present";
   const QType type = GetParam().type;
   const uint32_t seed = clock_seed();
@@ -193,30 +195,20 @@ TEST_P(CudaExpertGroups, GroupedMatchesMatmulAndReference) {
   cuda::Stream stream;
   cuda::DeviceBuffer w_dev(stack.bytes.size()), ids_dev(ids.size() * sizeof(int32_t)),
       offsets_dev(offsets.size() * sizeof(int32_t)), x_dev(x.size() * sizeof(float)),
-      y_dev(size_t(n_tokens * n_rows) * sizeof(float)), ref_dev(y_dev.size());
+      y_dev(size_t(n_tokens * n_rows) * sizeof(float));
   cuda::copy_to_device(w_dev.data(), stack.bytes.data(), stack.bytes.size(), stream);
   cuda::copy_to_device(ids_dev.data(), ids.data(), ids.size() * sizeof(int32_t), stream);
   cuda::copy_to_device(offsets_dev.data(), offsets.data(), offsets.size() * sizeof(int32_t),
                        stream);
   cuda::copy_to_device(x_dev.data(), x.data(), x.size() * sizeof(float), stream);
   cuda::fill_bytes(y_dev.data(), 0xff, y_dev.size(), stream);  // NaN poison
-  cuda::fill_bytes(ref_dev.data(), 0xff, ref_dev.size(), stream);
   const cuda::ExpertStackArgs args{type, w_dev.data(), stack.stride, n_rows, n_cols};
   std::string error;
   ASSERT_TRUE(cuda::matmul_grouped(args, ids_dev.as<int32_t>(), offsets_dev.as<int32_t>(), n_groups,
                                    max_rows, x_dev.as<float>(), y_dev.as<float>(), stream.handle(),
                                    &error))
       << error;
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const int64_t begin = offsets[size_t(g)], rows = offsets[size_t(g) + 1] - begin;
-    if (rows <= 8) continue;  // matmul takes its decode path there
-    const auto* matrix = static_cast<const uint8_t*>(w_dev.data()) + ids[size_t(g)] * stack.stride;
-    ASSERT_TRUE(cuda::matmul(type, matrix, n_rows, n_cols, x_dev.as<float>() + begin * n_cols,
-                             ref_dev.as<float>() + begin * n_rows, rows, stream.handle(), &error))
-        << error;
-  }
   const std::vector<float> y = download<float>(y_dev, stream);
-  const std::vector<float> ref = download<float>(ref_dev, stream);
   const int64_t row_size = int64_t(*row_bytes(type, uint64_t(n_cols)));
   std::vector<float> w_row(static_cast<size_t>(n_cols));  // [n_cols]
   double worst = 0.0;
@@ -238,12 +230,6 @@ TEST_P(CudaExpertGroups, GroupedMatchesMatmulAndReference) {
         worst = std::max(worst, relative);
         ASSERT_LE(relative, kPrefillTolerance)
             << "group " << g << " token " << t << " row " << r << ": " << got << " vs " << exact;
-        if (end - begin > 8) {
-          const float expected = ref[size_t(t * n_rows + r)];
-          ASSERT_EQ(std::memcmp(&got, &expected, sizeof(float)), 0)
-              << "group " << g << " token " << t << " row " << r << ": " << got << " vs matmul's "
-              << expected;
-        }
       }
     }
   }
@@ -381,7 +367,7 @@ TEST(CudaExpertInput, RefusesBadShapes) {
 
   const int64_t row_size = int64_t(*row_bytes(QType::Q4_K, 256));
   cuda::ExpertStackArgs stack{QType::Q4_K, dummy, 4 * row_size, 4, 256};
-  expect_refused(cuda::matmul_by_id(stack, ids, 65, dummy, 1, dummy, nullptr, &error), "choices");
+  expect_refused(cuda::matmul_by_id(stack, ids, -1, dummy, 1, dummy, nullptr, &error), "choices");
   expect_refused(cuda::matmul_by_id(stack, ids, 4, dummy, 2, dummy, nullptr, &error), "input rows");
   cuda::ExpertStackArgs bad = stack;
   bad.type = QType::TQ1_0;

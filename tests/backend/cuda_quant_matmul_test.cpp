@@ -4,7 +4,8 @@
 // before each launch. Skips visibly without the CUDA backend or without a device.
 //
 // Tolerances, relative to sum_c |w_rc x_tc| of the output:
-//   decode (n_tokens <= 8), 1e-5: weights dequantized in float registers as the reference does
+//   decode (n_tokens <= 32: launches of up to 8), 1e-5: weights dequantized in float registers as
+//   the reference does
 //     (up to a fused multiply-add in the types with a minimum), float accumulation of at most a
 //     few hundred terms per thread plus a 7-level tree: bounded by ~(n_cols/128 + 10) * 2^-24.
 //   decode of the quantized types (all but F32/F16/BF16; quant_int8_matvec.cuh and
@@ -17,9 +18,11 @@
 //     the same Q8_K activations) must meet the same bound, which pins the device's activation
 //     quantization to the CPU's: one element rounded differently moves the result by ~|w|/127, well
 //     over 1e-5 of these sums.
-//   prefill (n_tokens > 8), 2e-3: both operands rounded to f16 for the tensor cores, each product
-//     off by at most (1 + 2^-11)^2 - 1 ~ 9.8e-4 of itself (f16 subnormals aside, far below the
-//     test's weight scales), then float accumulation; 2e-3 leaves room for the sums.
+//   prefill (n_tokens > 32: cuBLAS, or the tiles without it), 2e-3: both operands rounded to f16
+//   for
+//     the tensor cores, each product off by at most (1 + 2^-11)^2 - 1 ~ 9.8e-4 of itself (f16
+//     subnormals aside, far below the test's weight scales), then float accumulation; 2e-3
+//     leaves room for the sums.
 //   get_rows: bit-exact (the same float operations as the reference, no contraction).
 #include <gtest/gtest.h>
 
@@ -73,7 +76,8 @@ std::string type_name(const testing::TestParamInfo<WeightType>& info) {
 
 constexpr double kDecodeTolerance = 1e-5;
 constexpr double kPrefillTolerance = 2e-3;
-constexpr int64_t kMaxDecodeTokens = 8;
+// Chunks of up to 32 tokens run as decode launches of up to 8 (quant_matmul.cu).
+constexpr int64_t kMaxDecodeTokens = 32;
 
 uint32_t clock_seed() {
   return uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -176,7 +180,7 @@ TEST_P(CudaQuantMatmul, MatchesReferenceForEveryTokenCount) {
       cuda::Stream stream;
       cuda::DeviceBuffer w_dev(w.size());
       cuda::copy_to_device(w_dev.data(), w.data(), w.size(), stream);
-      for (const int64_t n_tokens : {1, 3, 8, 9, 64, 130}) {
+      for (const int64_t n_tokens : {1, 3, 8, 9, 20, 64, 130}) {
         SCOPED_TRACE(std::to_string(n_rows) + " x " + std::to_string(n_cols) + ", " +
                      std::to_string(n_tokens) + " tokens");
         std::vector<float> x(size_t(n_tokens * n_cols));  // [n_tokens, n_cols]

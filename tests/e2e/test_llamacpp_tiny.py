@@ -48,8 +48,14 @@ N_GREEDY = 8
 REFUSED = ("unknown architecture", "not supported")
 # SLUICE_TEST_BACKEND=cuda runs every file on the CUDA backend (on the GPU machine): an
 # architecture whose forward is not on the device yet is an xfail with the engine's reason.
+# SLUICE_TEST_BACKEND=cpu-checked runs them on the CPU under a GPU's memory rules
+# (backend/checked: SLUICE_CHECK_BACKEND_MEMORY=1), with the CPU's tolerances: it proves here, without a
+# GPU, that an architecture's forward touches activations only through backend ops.
 BACKEND = os.environ.get("SLUICE_TEST_BACKEND", "cpu")
-if BACKEND == "cuda":
+CHECKED = BACKEND == "cpu-checked"
+if CHECKED:
+    BACKEND = "cpu"
+if BACKEND == "cuda" or CHECKED:
     REFUSED += ("runs on the CPU only",)
 
 if not SLUICE_BIN:
@@ -105,7 +111,8 @@ def test_logits_and_greedy_match_llama_cpp(eval_available, capsys, path, setting
     args = [SLUICE_BIN, "eval", "--model", str(path), "--tokens", ",".join(map(str, PROMPT)),
             "--all-positions", "--json", "--greedy", str(N_GREEDY)] + (["--kv", kv] if kv else []) + \
            ["--backend", BACKEND]
-    run = subprocess.run(args, capture_output=True, timeout=300)
+    env = dict(os.environ, SLUICE_CHECK_BACKEND_MEMORY="1") if CHECKED else None
+    run = subprocess.run(args, capture_output=True, timeout=300, env=env)
     message = run.stderr.decode(errors="replace").strip()
     if run.returncode != 0 and any(r in message for r in REFUSED):
         pytest.xfail(f"engine refuses {reference['arch']}: {message}")

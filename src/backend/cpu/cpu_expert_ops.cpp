@@ -20,10 +20,18 @@ void check_id(const ExpertStack& stack, int32_t id, const char* op) {
 void CpuBackend::select_experts(const float* probs, const float* bias, int64_t n_tokens,
                                 const ExpertSelection& s, int32_t* selected, float* weights) {
   for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* row = probs + t * s.n_expert;
-    int32_t* chosen = selected + t * s.n_expert_used;
-    select_top_experts(row, bias, s, selection_, chosen);
-    weigh_chosen_experts(row, chosen, s, false, weights + t * s.n_expert_used);
+    select_and_weigh_experts(probs + t * s.n_expert, bias, s, selection_,
+                             selected + t * s.n_expert_used, weights + t * s.n_expert_used);
+  }
+}
+
+void CpuBackend::add_expert_bias(float* x, const float* table, int64_t n_expert, const int32_t* ids,
+                                 int64_t n, int64_t n_cols) {
+  for (int64_t r = 0; r < n; ++r) {
+    if (ids[r] < 0 || ids[r] >= n_expert) {
+      fail("add_expert_bias: expert ", ids[r], " outside the table of ", n_expert);
+    }
+    add(x + r * n_cols, table + int64_t(ids[r]) * n_cols, n_cols);  // add_bias' additions
   }
 }
 

@@ -65,4 +65,12 @@ void CpuBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
+void CpuBackend::copy_strided_rows(const float* src, int64_t src_stride, float* dst,
+                                   int64_t dst_stride, int64_t n_rows, int64_t n_cols) {
+  if (n_cols <= 0) return;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    std::memcpy(dst + r * dst_stride, src + r * src_stride, size_t(n_cols) * sizeof(float));
+  }
+}
+
 }  // namespace sluice::cpu

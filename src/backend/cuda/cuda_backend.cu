@@ -326,6 +326,20 @@ void CudaBackend::copy(void* dst, const void* src, size_t bytes) {
   if (bytes != 0) copy_on_device(dst, src, bytes, stream_);
 }
 
+void CudaBackend::copy_strided_rows(const float* src, int64_t src_stride, float* dst,
+                                    int64_t dst_stride, int64_t n_rows, int64_t n_cols) {
+  OpSignature op(OpKind::kCopyStridedRows);
+  if (graph_.replayed(
+          op.add(src).add(src_stride).add(dst).add(dst_stride).add(n_rows).add(n_cols))) {
+    return;
+  }
+  if (n_rows > 0 && n_cols > 0) {
+    copy_rows_on_device(dst, size_t(dst_stride) * sizeof(float), src,
+                        size_t(src_stride) * sizeof(float), size_t(n_cols) * sizeof(float),
+                        size_t(n_rows), stream_);
+  }
+}
+
 void CudaBackend::synchronize() {
   if (graph_.recording()) fail("cuda: synchronize inside a recorded step (nothing has run yet)");
   stream_.synchronize();

@@ -62,6 +62,10 @@ class CudaBackend final : public Backend {
   void glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
            int64_t n_cols) override;
   void mul_sigmoid(float* x, const float* gate, int64_t n) override;
+  // cuda_backend_gate.cu: one launch each (cuda_gate.cu).
+  void mul_gate(GateActivation act, float* x, float* gate, int64_t n_rows, int64_t n_cols,
+                int64_t n_gate) override;
+  void mul_rows(float* x, const float* weight, int64_t n_rows, int64_t n_cols) override;
   void add(float* y, const float* x, int64_t n) override;
   void add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols) override;
   void scale(float* x, float factor, int64_t n) override;
@@ -79,10 +83,43 @@ class CudaBackend final : public Backend {
   // The routed experts on the device (cuda_backend_experts.cu, kernels of expert_matmul.h).
   void select_experts(const float* probs, const float* bias, int64_t n_tokens,
                       const ExpertSelection& s, int32_t* selected, float* weights) override;
+  void add_expert_bias(float* x, const float* table, int64_t n_expert, const int32_t* ids,
+                       int64_t n, int64_t n_cols) override;
   void matmul_experts(const ExpertStack& stack, const int32_t* ids, int64_t n, const float* x,
                       bool shared_input, float* y) override;
   void matmul_expert_groups(const ExpertStack& stack, const int32_t* ids, const int64_t* offsets,
                             int64_t n_groups, const float* x, float* y) override;
+
+  // The recurrent layers' ops (cuda_delta_net.cu).
+  void causal_conv_silu(float* x, int64_t n_tokens, int64_t channels, const float* taps,
+                        int64_t kernel, float* conv_state) override;
+  void l2_norm_heads(float* x, int64_t n_tokens, int64_t row_stride, int64_t n_heads,
+                     int64_t head_dim, float eps, bool eps_inside) override;
+  void delta_gates(float* beta, int64_t n_beta, float* gate, int64_t n_gate, int64_t n_tokens,
+                   const float* dt_bias, const float* a, int64_t a_group) override;
+  void delta_rule(const DeltaRuleCall& call) override;
+  // cuda_sparse_attention.cu: DeepSeek sparse attention's indexer and restricted attention.
+  void layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t n_rows,
+                  int64_t n, float eps) override;
+  void indexer_scores(const float* q, const float* w, const KvLayerView& kv, int64_t n_tokens,
+                      int64_t n_head, int64_t pos0, float* scores) override;
+  void top_k_positions(const float* scores, int64_t n_rows, int64_t n_cols, int64_t pos0,
+                       int64_t top_k, int32_t* positions) override;
+  void attention_selected(const AttentionCall& call, const int32_t* positions,
+                          int64_t top_k) override;
+  // cuda_deepseek4.cu: DeepSeek V4's hyper-connections, SwiGLU clamp and KV compressor.
+  void hyper_mix(const float* mixes, const float* scale, const float* base, int64_t n_tokens,
+                 int64_t n_stream, int64_t iterations, float eps, float* pre, float* post,
+                 float* comb) override;
+  void hyper_fold(const float* streams, const float* weights, int64_t n_tokens, int64_t n_stream,
+                  int64_t n_embd, float* x) override;
+  void hyper_expand(const float* branch, const float* post, const float* comb, const float* streams,
+                    int64_t n_tokens, int64_t n_stream, int64_t n_embd, float* out) override;
+  void clamp_swiglu(float* gate, float* up, int64_t n, float limit) override;
+  void kv_compress(const float* kv, const float* score, const float* ape, float* state,
+                   int64_t n_tokens, int64_t pos0, int64_t ratio, int64_t head_dim, bool overlap,
+                   float* keys) override;
+  void gather_key_cells(const KvLayerView& kv, const int32_t* cells, int64_t n, void* dst) override;
 
   // Device memory. allocate: cudaMalloc (256-byte aligned) zeroed on the stream; 0 bytes gives a
   // unique 1-byte allocation (never nullptr, so a pointer always means "a buffer"); running out
@@ -96,6 +133,9 @@ class CudaBackend final : public Backend {
   void upload(void* dst, const void* host, size_t bytes) override;
   void download(void* host, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  // One cudaMemcpy2DAsync.
+  void copy_strided_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                         int64_t n_rows, int64_t n_cols) override;
   // cudaHostRegister (read-only) of the range; an upload from inside a pinned range is a plain
   // asynchronous DMA copy, not waited for (the bytes never change). False when CUDA refuses
   // (e.g. the locked-memory limit), with the error cleared.
@@ -137,6 +177,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer routing_scratch_;     // MoE row / weight lists too long for kernel parameters
   DeviceBuffer shared_activations_;  // matmul_shared_input's quantized activations
   DeviceBuffer expert_lists_;        // matmul_expert_groups' ids and offsets
+  DeviceBuffer selected_cells_;      // attention_selected's gathered cells (rows of top_k)
   WeightMirror mirror_{stream_};     // device copies of host weights
   Stream ahead_stream_;              // upload_ahead's copies
   Event ahead_start_, ahead_done_;   // main → side, side → main

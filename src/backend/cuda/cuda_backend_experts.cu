@@ -14,6 +14,11 @@
 namespace sluice::cuda {
 namespace {
 
+// The most rows matmul_expert_groups runs row by row: a chunk of up to 32 tokens (quant_matmul.cu's
+// short-chunk bound) with 8 experts each. Each row reads its expert's whole matrix, so a longer
+// chunk, whose experts get many rows each, keeps the grouped tiles.
+constexpr int64_t kRowByRowMaxRows = 256;
+
 ExpertStackArgs stack_args(const ExpertStack& stack, const void* base) {
   return {stack.type, base, stack.stride, stack.n_rows, stack.n_cols};
 }
@@ -38,6 +43,19 @@ void CudaBackend::select_experts(const float* probs, const float* bias, int64_t 
   std::string error;
   if (!cuda::select_experts(probs, device_bias, n_tokens, s, selected, weights, stream_.handle(),
                             &error)) {
+    fail(error);
+  }
+}
+
+void CudaBackend::add_expert_bias(float* x, const float* table, int64_t n_expert,
+                                  const int32_t* ids, int64_t n, int64_t n_cols) {
+  OpSignature op(OpKind::kAddExpertBias);
+  if (graph_.replayed(op.add(x).add(table).add(n_expert).add(ids).add(n).add(n_cols))) return;
+  if (n <= 0 || n_cols <= 0) return;
+  if (table == nullptr || n_expert <= 0) fail("cuda: add_expert_bias: no bias table");
+  const float* device_table = mirror_.resolve(table, uint64_t(n_expert * n_cols));
+  std::string error;
+  if (!cuda::add_expert_bias(x, device_table, n_expert, ids, n, n_cols, stream_.handle(), &error)) {
     fail(error);
   }
 }
@@ -76,6 +94,16 @@ void CudaBackend::matmul_expert_groups(const ExpertStack& stack, const int32_t* 
     lists[size_t(g)] = ids[g];
   }
   for (int64_t g = 0; g <= n_groups; ++g) lists[size_t(n_groups + g)] = int32_t(offsets[g]);
+  // A short chunk's rows go one by one through the decode kernels instead — the CPU's
+  // arithmetic, as quant_matmul.cu runs short dense chunks: then the list is each row's expert.
+  const int64_t n_rows_total = offsets[n_groups];
+  const bool by_row = n_rows_total <= kRowByRowMaxRows;
+  if (by_row) {
+    lists.assign(size_t(n_rows_total), 0);
+    for (int64_t g = 0; g < n_groups; ++g) {
+      for (int64_t r = offsets[g]; r < offsets[g + 1]; ++r) lists[size_t(r)] = ids[g];
+    }
+  }
   // The lists' contents are an upload (staged in a recorded step); their count and max_rows
   // (the grid) are the op's.
   OpSignature op(OpKind::kMatmulExpertGroups);
@@ -91,10 +119,12 @@ void CudaBackend::matmul_expert_groups(const ExpertStack& stack, const int32_t* 
   const auto* device_lists = expert_lists_.as<const int32_t>();
   const void* base = mirror_.resolve(stack.data, uint64_t(stack.count * stack.stride));
   std::string error;
-  if (!matmul_grouped(stack_args(stack, base), device_lists, device_lists + n_groups, n_groups,
-                      max_rows, x, y, stream_.handle(), &error)) {
-    fail(error);
-  }
+  const bool ok =
+      by_row ? matmul_by_id(stack_args(stack, base), device_lists, n_rows_total, x, n_rows_total, y,
+                            stream_.handle(), &error)
+             : matmul_grouped(stack_args(stack, base), device_lists, device_lists + n_groups,
+                              n_groups, max_rows, x, y, stream_.handle(), &error);
+  if (!ok) fail(error);
 }
 
 }  // namespace sluice::cuda

@@ -1,9 +1,13 @@
-// expert_matmul.h's select_experts: backend/expert_selection.cpp's selection on the device, one
-// block per token and one thread per expert. The scores, group scores and weights take the
-// host's float and double operations one for one (explicit rounding intrinsics, no
-// contraction), so the choice and the weights are the host's bit for bit. The host sorts with
-// std::sort; here each expert's place is its rank, the number of experts that beat it, under a
-// total order (score, then the lower index): the same list whenever the scores are distinct.
+// expert_matmul.h's select_experts: backend/expert_selection.cpp's select_and_weigh_experts on
+// the device, one block per token and one thread per expert. The scores, group scores and
+// weights take the host's float and double operations one for one (explicit rounding
+// intrinsics, no contraction), so the choice and the weights are the host's bit for bit — but
+// for exp (the sigmoid scoring, the softmax of the chosen): the host's is libm's expf, here it is
+// exp in double rounded once to float, both within a hair of the correctly rounded value, so
+// they differ by one float ulp only where that value lies at a rounding boundary. The host sorts
+// with std::sort; here each expert's place is its rank, the number of experts that beat it,
+// under a total order (score, then the lower index): the same list whenever the scores are
+// distinct.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -43,7 +47,19 @@ struct SelectionParams {
   bool norm_weights;
   bool scale_weights;
   float weights_scale;
+  ExpertScoring scoring;
 };
+
+// The host's std::exp(float) (libm's expf, correctly rounded but in rare cases): exp in double,
+// rounded once.
+__device__ __forceinline__ float exp_like_host(float x) {
+  return __double2float_rn(exp(double(x)));
+}
+
+// sigmoid_probability: 1 / (1 + exp(-x)) in float.
+__device__ __forceinline__ float sigmoid_like_host(float x) {
+  return __fdiv_rn(1.0f, __fadd_rn(1.0f, exp_like_host(-x)));
+}
 
 // Group-limited routing (mask_groups on the host): a group's score is its two best scores
 // summed in double and stored as float; experts outside the n_group_used best groups get -inf.
@@ -74,20 +90,52 @@ __device__ float mask_groups(const float* scores, float score, const SelectionPa
   return score;
 }
 
+// weigh_chosen_experts on one thread: w[c] = probs[chosen[c]], their softmax (max by fmax,
+// exps summed in double, times the float of 1 / sum) when the scoring asks, then normalised
+// (sum in double, clamped, as float) and scaled, in the host's order.
+__device__ void weigh_chosen(const float* probs, const int32_t* chosen, const SelectionParams& p,
+                             float* w) {
+  for (int c = 0; c < p.k; ++c) w[c] = probs[chosen[c]];
+  if (p.scoring == ExpertScoring::kSoftmaxChosen) {
+    float max = -INFINITY;
+    for (int c = 0; c < p.k; ++c) max = fmaxf(max, w[c]);
+    double sum = 0.0;
+    for (int c = 0; c < p.k; ++c) {
+      w[c] = exp_like_host(__fsub_rn(w[c], max));
+      sum = __dadd_rn(sum, double(w[c]));
+    }
+    const float inv = __double2float_rn(__ddiv_rn(1.0, sum));
+    for (int c = 0; c < p.k; ++c) w[c] = __fmul_rn(w[c], inv);
+  }
+  if (p.norm_weights) {
+    double sum = 0.0;
+    for (int c = 0; c < p.k; ++c) sum = __dadd_rn(sum, double(w[c]));
+    const float rounded = __double2float_rn(sum);
+    const float total = rounded < kMinWeightSum ? kMinWeightSum : rounded;  // std::max's choice
+    for (int c = 0; c < p.k; ++c) w[c] = __fdiv_rn(w[c], total);
+  }
+  if (p.scale_weights) {
+    for (int c = 0; c < p.k; ++c) w[c] = __fmul_rn(w[c], p.weights_scale);
+  }
+}
+
 __global__ void __launch_bounds__(kMaxExperts)
-    select_experts_kernel(const float* __restrict__ probs, const float* __restrict__ bias,
+    select_experts_kernel(const float* __restrict__ rows, const float* __restrict__ bias,
                           SelectionParams p, int32_t* __restrict__ selected,
                           float* __restrict__ weights) {
+  __shared__ float probs[kMaxExperts];   // [n_expert] the row, or its sigmoid
   __shared__ float scores[kMaxExperts];  // [n_expert] probs + bias
   __shared__ uint64_t keys[kMaxExperts];
   __shared__ int32_t chosen[kMaxChosen];
-  __shared__ float total;
+  __shared__ float chosen_weights[kMaxChosen];
   const int64_t t = blockIdx.x;
-  const float* token_probs = probs + t * p.n_expert;
+  const float* row = rows + t * p.n_expert;
   const int e = threadIdx.x;
   float score = 0.0f;
   if (e < p.n_expert) {
-    score = __fadd_rn(token_probs[e], bias ? bias[e] : 0.0f);
+    const float prob = p.scoring == ExpertScoring::kSigmoid ? sigmoid_like_host(row[e]) : row[e];
+    probs[e] = prob;
+    score = __fadd_rn(prob, bias ? bias[e] : 0.0f);
     scores[e] = score;
   }
   if (p.n_group > 1) {
@@ -101,24 +149,11 @@ __global__ void __launch_bounds__(kMaxExperts)
     if (rank < p.k) chosen[rank] = e;
   }
   __syncthreads();
-  if (e == 0) {
-    // weigh_chosen_experts: the sum in double, in choice order, clamped, as float.
-    float divisor = 1.0f;
-    if (p.norm_weights) {
-      double sum = 0.0;
-      for (int c = 0; c < p.k; ++c) sum = __dadd_rn(sum, double(token_probs[chosen[c]]));
-      const float rounded = __double2float_rn(sum);
-      divisor = rounded < kMinWeightSum ? kMinWeightSum : rounded;  // std::max's choice
-    }
-    total = divisor;
-  }
+  if (e == 0) weigh_chosen(probs, chosen, p, chosen_weights);  // k <= 32: one thread is enough
   __syncthreads();
   if (e < p.k) {
-    float w = token_probs[chosen[e]];
-    if (p.norm_weights) w = __fdiv_rn(w, total);
-    if (p.scale_weights) w = __fmul_rn(w, p.weights_scale);
     selected[t * p.k + e] = chosen[e];
-    weights[t * p.k + e] = w;
+    weights[t * p.k + e] = chosen_weights[e];
   }
 }
 
@@ -148,6 +183,12 @@ bool select_experts(const float* probs, const float* bias, int64_t n_tokens,
                            std::to_string(config.n_group_used) + " used, of " +
                            std::to_string(n_expert) + " experts");
   }
+  if (config.scoring != ExpertScoring::kProbabilities &&
+      config.scoring != ExpertScoring::kSigmoid &&
+      config.scoring != ExpertScoring::kSoftmaxChosen) {
+    return fail(error,
+                "cuda select_experts: unknown scoring " + std::to_string(int(config.scoring)));
+  }
   if (n_tokens < 0 || n_tokens > INT32_MAX) {
     return fail(error, "cuda select_experts: " + std::to_string(n_tokens) + " tokens");
   }
@@ -163,6 +204,7 @@ bool select_experts(const float* probs, const float* bias, int64_t n_tokens,
   params.norm_weights = config.norm_weights;
   params.scale_weights = config.weights_scale != 0.0f && config.weights_scale != 1.0f;
   params.weights_scale = config.weights_scale;
+  params.scoring = config.scoring;
   const int threads = int((n_expert + 31) / 32 * 32);
   select_experts_kernel<<<unsigned(n_tokens), threads, 0, static_cast<cudaStream_t>(stream)>>>(
       probs, bias, params, selected, weights);

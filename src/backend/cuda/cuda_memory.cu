@@ -123,6 +123,13 @@ void copy_on_device(void* device_dst, const void* device_src, size_t bytes, cons
         "copy on device");
 }
 
+void copy_rows_on_device(void* device_dst, size_t dst_pitch, const void* device_src,
+                         size_t src_pitch, size_t row_bytes, size_t n_rows, const Stream& stream) {
+  check(cudaMemcpy2DAsync(device_dst, dst_pitch, device_src, src_pitch, row_bytes, n_rows,
+                          cudaMemcpyDeviceToDevice, as_stream(stream.handle())),
+        "copy rows on device");
+}
+
 void fill_bytes(void* device_dst, uint8_t value, size_t bytes, const Stream& stream) {
   check(cudaMemsetAsync(device_dst, value, bytes, as_stream(stream.handle())), "cudaMemsetAsync");
 }

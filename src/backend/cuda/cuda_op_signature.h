@@ -41,6 +41,24 @@ enum class OpKind : uint8_t {
   kDownload,
   kCopy,
   kAddRmsNorm,
+  kCopyStridedRows,
+  kCausalConvSilu,
+  kL2NormHeads,
+  kDeltaGates,
+  kDeltaRule,
+  kMulGate,
+  kMulRows,
+  kLayerNorm,
+  kIndexerScores,
+  kTopKPositions,
+  kAttentionSelected,
+  kAddExpertBias,
+  kHyperMix,
+  kHyperFold,
+  kHyperExpand,
+  kClampSwiglu,
+  kKvCompress,
+  kGatherKeyCells,
 };
 
 class OpSignature {
@@ -87,7 +105,7 @@ class OpSignature {
   }
   OpSignature& add(const ExpertSelection& s) {
     add(s.n_expert).add(s.n_expert_used).add(s.n_group).add(s.n_group_used);
-    return add(s.norm_weights).add(s.weights_scale);
+    return add(s.norm_weights).add(s.weights_scale).add(uint64_t(s.scoring));
   }
 
   const uint64_t* words() const { return words_; }

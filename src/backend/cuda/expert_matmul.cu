@@ -1,6 +1,7 @@
 // expert_matmul.h's products: checks shapes and alignment on the host (one-line errors, never a
 // crash), as quant_matmul.cu does for matmul, then hands the call to the type's ExpertKernelSet
 // (quant_expert_kernels_*.cu).
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -10,8 +11,10 @@
 namespace sluice::cuda {
 namespace {
 
-constexpr int64_t kMaxChoices = 64;  // by id: the most choices in one call
 constexpr int64_t kMaxGrid = 65535;  // grid.y / grid.z limit
+// By id: the most choices one launch takes (grid.y); a longer list (MLA's per-head products,
+// n_tokens * n_head rows) runs as consecutive launches of this many.
+constexpr int64_t kMaxChoices = kMaxGrid;
 
 const quant::KernelSet* kernel_set(QType type) {
   if (const quant::KernelSet* set = quant::kernel_set_float(type)) return set;
@@ -90,9 +93,8 @@ bool expert_matmul_supported(QType type) {
 
 bool matmul_by_id(const ExpertStackArgs& s, const int32_t* ids, int64_t n, const float* x,
                   int64_t n_inputs, float* y, void* stream, std::string* error) {
-  if (n < 0 || n > kMaxChoices) {
-    return fail(error, "cuda matmul_by_id: " + std::to_string(n) + " choices (0 to " +
-                           std::to_string(kMaxChoices) + " allowed)");
+  if (n < 0 || n > INT32_MAX) {
+    return fail(error, "cuda matmul_by_id: " + std::to_string(n) + " choices");
   }
   if (n == 0) return true;
   if (n_inputs != 1 && n_inputs != n) {
@@ -103,11 +105,19 @@ bool matmul_by_id(const ExpertStackArgs& s, const int32_t* ids, int64_t n, const
   quant::ExpertMatmulArgs args;
   const quant::ExpertKernelSet* set = checked_stack("matmul_by_id", s, x, y, &args, error);
   if (!set) return false;
-  args.ids = ids;
-  args.n = n;
-  args.n_inputs = n_inputs;
   args.stream = stream;
-  return set->matmul_by_id(args, error);
+  // Each row's numbers do not depend on the others' (its own activation quantization), so the
+  // launches over consecutive slices give what one launch over all would.
+  for (int64_t c0 = 0; c0 < n; c0 += kMaxChoices) {
+    const int64_t slice = std::min(kMaxChoices, n - c0);
+    args.ids = ids + c0;
+    args.n = slice;
+    args.n_inputs = n_inputs == 1 ? 1 : slice;
+    args.x = x + (n_inputs == 1 ? 0 : c0 * s.n_cols);
+    args.y = y + c0 * s.n_rows;
+    if (!set->matmul_by_id(args, error)) return false;
+  }
+  return true;
 }
 
 bool matmul_grouped(const ExpertStackArgs& s, const int32_t* ids, const int32_t* offsets,

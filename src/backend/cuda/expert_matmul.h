@@ -1,9 +1,10 @@
 // The routed experts on the GPU without host round trips: the selection of each token's experts
-// from the router's probabilities, and the products over a stack of expert matrices addressed
-// by device-side ids — one launch for all choices of a decode step, one for all groups of a
-// prefill chunk. Plain C++ (no CUDA headers), the style of quant_matmul.h: device pointers,
-// `stream` a cudaStream_t as void*, calls only enqueue work; bad input returns false with a
-// one-line *error before any device work, never a crash. Knows no model.
+// from the router's probabilities or logits, the products over a stack of expert matrices
+// addressed by device-side ids — one launch for all choices of a decode step, one for all groups
+// of a prefill chunk — and the experts' bias rows by the same ids. Plain C++ (no CUDA headers), the
+// style of quant_matmul.h: device pointers, `stream` a cudaStream_t as void*, calls only enqueue
+// work; bad input returns false with a one-line *error before any device work, never a crash. Knows
+// no model.
 #pragma once
 
 #include <cstdint>
@@ -27,11 +28,11 @@ struct ExpertStackArgs {
 // type).
 bool expert_matmul_supported(QType type);
 
-// Decode: y[c, :] = W_{ids[c]} . x_c for c < n (n <= 64). ids: device int32 [n] (ids < the
-// stack's count are the caller's business). x: device float [n_inputs, n_cols], n_inputs 1
-// (every choice reads row 0: gate / up) or n (choice c reads row c: down). y: device [n, n_rows].
-// Bit-equal, row for row, to quant_matmul.h's matmul of W_{ids[c]} on x_c alone (1 token): the
-// same activation quantization and int8 matvec, or the same float matvec, in one launch over
+// Decode: y[c, :] = W_{ids[c]} . x_c for c < n (any n; launches of up to 65535). ids: device int32
+// [n] (ids < the stack's count are the caller's business). x: device float [n_inputs, n_cols],
+// n_inputs 1 (every choice reads row 0: gate / up) or n (choice c reads row c: down). y: device [n,
+// n_rows]. Bit-equal, row for row, to quant_matmul.h's matmul of W_{ids[c]} on x_c alone (1 token):
+// the same activation quantization and int8 matvec, or the same float matvec, in one launch over
 // the choices (after one quantization launch of the n_inputs rows for the quantized types).
 bool matmul_by_id(const ExpertStackArgs& s, const int32_t* ids, int64_t n, const float* x,
                   int64_t n_inputs, float* y, void* stream, std::string* error);
@@ -40,8 +41,9 @@ bool matmul_by_id(const ExpertStackArgs& s, const int32_t* ids, int64_t n, const
 // times W_{ids[g]} into the same rows of y [offsets[n_groups], n_rows]. ids [n_groups], offsets
 // [n_groups + 1]: device int32, offsets non-decreasing. max_rows: the largest group's row count
 // (host value; it sizes the grid). One launch of matmul's tensor-core tile kernel for every group
-// whatever its size: bit-equal to matmul of the group when it has more than 8 rows (matmul's
-// tiled path), within the prefill tolerance (f16 operands) otherwise.
+// whatever its size: within the prefill tolerance (f16 operands) of the exact products. (matmul
+// itself runs a group of <= 32 rows as decode launches and a longer one through cuBLAS when it
+// can; CudaBackend::matmul_expert_groups sends chunks of <= 256 rows to matmul_by_id.)
 bool matmul_grouped(const ExpertStackArgs& s, const int32_t* ids, const int32_t* offsets,
                     int64_t n_groups, int64_t max_rows, const float* x, float* y, void* stream,
                     std::string* error);
@@ -51,15 +53,23 @@ bool matmul_grouped(const ExpertStackArgs& s, const int32_t* ids, const int32_t*
 constexpr int64_t kMaxSelectExperts = 1024;
 constexpr int64_t kMaxSelectedExperts = 32;
 
-// For t < n_tokens: from probs[t, :n_expert] (device) plus bias[:n_expert] (device, or nullptr)
-// the experts select_top_experts picks into selected[t, :k] (device int32, best first) and their
-// weights as weigh_chosen_experts (softmax_chosen false) makes them into weights[t, :k] (device
-// float), k = config.n_expert_used (backend/expert_selection.h). The same float and double
-// operations as the host, so bit-equal whenever the scores are distinct; equal scores are ranked
-// by the lower expert index (groups by the lower group index), where the host's std::sort may
-// order them either way. One block per token.
+// For t < n_tokens: from rows[t, :n_expert] (device) plus bias[:n_expert] (device, or nullptr)
+// the experts select_and_weigh_experts picks into selected[t, :k] (device int32, best first) and
+// their weights into weights[t, :k] (device float), k = config.n_expert_used, the rows being
+// probabilities or logits as config.scoring says (backend/expert_selection.h). The same float
+// and double operations as the host, so bit-equal whenever the scores are distinct — but where
+// the scoring takes an exp (sigmoid, softmax of the chosen): libm's expf there, exp in double
+// rounded to float here, which may differ by one ulp (so may the weights by a few). Equal scores
+// are ranked by the lower expert index (groups by the lower group index), where the host's
+// std::sort may order them either way. One block per token.
 bool select_experts(const float* probs, const float* bias, int64_t n_tokens,
                     const ExpertSelection& config, int32_t* selected, float* weights, void* stream,
                     std::string* error);
+
+// x[r, :] += table[ids[r], :] for r < n, x [n, n_cols] (device), ids [n] (device int32), table
+// [n_expert, n_cols] (device): one float addition per element, add_bias' own, so bit-equal to it.
+// A row whose id lies outside [0, n_expert) is left as it is (the host checks lists it makes).
+bool add_expert_bias(float* x, const float* table, int64_t n_expert, const int32_t* ids, int64_t n,
+                     int64_t n_cols, void* stream, std::string* error);
 
 }  // namespace sluice::cuda

@@ -42,6 +42,15 @@ struct GetRowsArgs {
   void* stream;
 };
 
+// Rows of a weight dequantized to f16 (the prefill's cuBLAS path): out [n_rows, n_cols] halves,
+// each element the value the tensor-core tile path rounds to f16.
+struct DequantizeArgs {
+  const void* w;  // [n_rows, row_bytes] device
+  int64_t n_rows, n_cols, row_bytes;
+  void* out;  // __half [n_rows, n_cols] device, 16-byte aligned
+  void* stream;
+};
+
 struct KernelSet {
   bool (*matmul)(const MatmulArgs& args, std::string* error);
   // Decode's activation quantization on its own (args.x, n_cols, n_tokens, stream) into `out`;
@@ -54,7 +63,17 @@ struct KernelSet {
   // The products of SharedInputArgs in one launch (up to 4 matrices per launch); nullptr for
   // the float types.
   bool (*matmul_many)(const SharedInputArgs& args, std::string* error);
+  bool (*dequantize_half)(const DequantizeArgs& args, std::string* error);
 };
+
+// A prefill product of at least kCublasMinTokens tokens through cuBLAS (quant_matmul_cublas.cu):
+// the weight dequantized to f16 in row chunks, the activations rounded to f16, one f16 x f16 GEMM
+// with float accumulation per chunk. The operands are those of the tile kernel; only the order
+// of the float sums differs. False with a one-line message. Built when CMake found cuBLAS
+// (SLUICE_HAVE_CUBLAS); without it every prefill takes the tiles.
+constexpr int64_t kCublasMinTokens = 33;  // shorter chunks run as decode launches (quant_matmul.cu)
+bool cublas_loaded();  // whether libcublas could be opened (once, on the first call)
+bool matmul_by_cublas(const KernelSet& set, const MatmulArgs& args, std::string* error);
 
 // The routed experts' products (expert_matmul.h) over a stack of same-shaped matrices: matrix i
 // at base + i * stride bytes, each [n_rows, row_bytes]. All pointers are device memory.

@@ -313,6 +313,43 @@ bool run_get_rows(const GetRowsArgs& a, std::string* error) {
   return launched("get_rows", error);
 }
 
+// ---- rows dequantized to f16 (prefill through cuBLAS) --------------------------------------
+
+template <QType kType>
+__global__ void dequantize_half_kernel(const uint8_t* __restrict__ w, int64_t row_bytes,
+                                       int n_groups, __half* __restrict__ out) {
+  const int64_t r = blockIdx.y;
+  const uint8_t* row = w + r * row_bytes;
+  __half* dst = out + r * int64_t(n_groups) * 8;
+  for (int group = blockIdx.x * blockDim.x + threadIdx.x; group < n_groups;
+       group += gridDim.x * blockDim.x) {
+    float v[8];
+    decode_group<kType, false>(row, group, v);  // the values the tile path rounds to f16
+    __align__(16) __half2 h[4];
+    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+    *reinterpret_cast<uint4*>(dst + 8 * int64_t(group)) = *reinterpret_cast<uint4*>(h);
+  }
+}
+
+template <QType kType>
+bool run_dequantize_half(const DequantizeArgs& a, std::string* error) {
+  if constexpr (uses_tables(kType)) {
+    if (!ensure_tables(error)) return false;
+  }
+  if (a.n_rows <= 0) return true;
+  if (a.n_rows > 65535) {
+    if (error) *error = "cuda dequantize: more than 65535 rows in one call";
+    return false;
+  }
+  const int n_groups = int(a.n_cols / 8);
+  constexpr int kThreads = 128;
+  const int blocks_x = (n_groups + kThreads - 1) / kThreads;
+  dequantize_half_kernel<kType><<<dim3(unsigned(blocks_x), unsigned(a.n_rows)), kThreads, 0,
+                                  static_cast<cudaStream_t>(a.stream)>>>(
+      static_cast<const uint8_t*>(a.w), a.row_bytes, n_groups, static_cast<__half*>(a.out));
+  return launched("dequantize to f16", error);
+}
+
 // matmul_quantized_many: the int8 products of several matrices in one launch.
 template <QType kType>
 bool run_matmul_many(const SharedInputArgs& a, std::string* error) {
@@ -328,11 +365,16 @@ constexpr KernelSet kernel_set_of() {
     return KernelSet{&run_matmul<kType>,          &quantize_int8_activations<kType>,
                      activation_block(kType),     &run_get_rows<kType>,
                      BlockDecoder<kType>::kElems, BlockDecoder<kType>::kAlign,
-                     &run_matmul_many<kType>};
+                     &run_matmul_many<kType>,     &run_dequantize_half<kType>};
   } else {
-    return KernelSet{
-        &run_matmul<kType>,          nullptr, 0, &run_get_rows<kType>, BlockDecoder<kType>::kElems,
-        BlockDecoder<kType>::kAlign, nullptr};
+    return KernelSet{&run_matmul<kType>,
+                     nullptr,
+                     0,
+                     &run_get_rows<kType>,
+                     BlockDecoder<kType>::kElems,
+                     BlockDecoder<kType>::kAlign,
+                     nullptr,
+                     &run_dequantize_half<kType>};
   }
 }
 

@@ -2,6 +2,9 @@
 // hands the call to the kernel set of the weight's type (quant_kernels_*.cu).
 #include "backend/cuda/quant_matmul.h"
 
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -9,6 +12,9 @@
 
 namespace sluice::cuda {
 namespace {
+
+constexpr int64_t kDecodeTokens = 8;           // the matvec kernels' widest launch
+constexpr int64_t kCpuRoundingMaxTokens = 32;  // longer chunks: tensor-core tiles or cuBLAS
 
 const quant::KernelSet* kernel_set(QType type) {
   if (const quant::KernelSet* set = quant::kernel_set_float(type)) return set;
@@ -46,6 +52,15 @@ const quant::KernelSet* checked_set(const char* op, QType type, const void* w, i
   return set;
 }
 
+#if SLUICE_HAVE_CUBLAS
+// A stream being captured into a graph takes the tile kernels: the cuBLAS path may allocate.
+bool capturing(void* stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture) != cudaSuccess ||
+         capture != cudaStreamCaptureStatusNone;
+}
+#endif
+
 }  // namespace
 
 bool quant_matmul_supported(QType type) {
@@ -65,7 +80,28 @@ bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const flo
   if (!x || !y || !aligned(x, 16) || !aligned(y, 4)) {
     return fail(error, "cuda matmul: activations must be 16-byte aligned, outputs 4-byte aligned");
   }
-  return set->matmul({w, n_rows, n_cols, row_bytes, x, y, n_tokens, stream}, error);
+  const quant::MatmulArgs args{w, n_rows, n_cols, row_bytes, x, y, n_tokens, stream};
+  if (n_tokens > kDecodeTokens && n_tokens <= kCpuRoundingMaxTokens) {
+    // A short chunk as decode steps of up to 8 tokens: the CPU's arithmetic (int8 activations
+    // for the quantized types, float for the float ones) instead of the tiles' f16 operands.
+    // Recurrent layers (the gated delta rule) carry a prefill's rounding into every later state,
+    // and the f16 tiles moved their logits 3-10x past the CPU's distance to llama.cpp on the
+    // tiny models; a chunk this short costs at most 4 weight reads.
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += kDecodeTokens) {
+      quant::MatmulArgs part = args;
+      part.x = x + t0 * n_cols;
+      part.y = y + t0 * n_rows;
+      part.n_tokens = std::min(kDecodeTokens, n_tokens - t0);
+      if (!set->matmul(part, error)) return false;
+    }
+    return true;
+  }
+#if SLUICE_HAVE_CUBLAS
+  if (n_tokens >= quant::kCublasMinTokens && quant::cublas_loaded() && !capturing(stream)) {
+    return quant::matmul_by_cublas(*set, args, error);
+  }
+#endif
+  return set->matmul(args, error);
 }
 
 bool quantized_decode_supported(QType weight_type) {

@@ -97,19 +97,21 @@ class DeepSeek2 final : public LanguageModel {
   }
 
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
+  // MLA and DeepSeekMoE: every step a backend op.
+  bool runs_on_device() const override { return true; }
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
-    attn_scratch_.reserve(shape_, n_batch);
+    attn_scratch_.reserve(backend, shape_, n_batch);
     ffn_scratch_.reserve(backend, ffn_, hp_.n_embd, n_batch);
   }
 
   void forward(Backend& backend, const ForwardRequest& request) override {
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
-    const Trace trace{request.observer, n};
+    const Trace trace{request.observer, n, &backend};
     float* x = stream_.x.data();
-    backend.get_rows(token_embd_, request.tokens.data(), n, x);
+    backend.get_rows(token_embd_, stream_.token_ids(backend, request.tokens), n, x);
     trace("inp_embd", -1, x, n_embd);
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const Layer& layer = layers_[size_t(il)];
@@ -124,10 +126,12 @@ class DeepSeek2 final : public LanguageModel {
                             {last ? nullptr : &ffn_[size_t(il + 1)],
                              last ? nullptr : &layers_[size_t(il + 1)].ffn_norm},
                             hp_.rms_eps, request.experts, il, x, stream_.xn.data(),
-                            stream_.branch.data(), n, n_embd, ffn_scratch_, trace);
+                            stream_.branch.data(), n, n_embd, ffn_scratch_, trace, "ffn_norm",
+                            request.expert_backend);
     }
     const LogitRows out = logit_rows(backend, request, x, n, n_embd);
-    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
+    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, stream_.logits,
+                  trace);
   }
 
  private:

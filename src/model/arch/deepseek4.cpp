@@ -10,14 +10,17 @@
 // plain base. Heads attend with per-head sinks. The FFN is routed experts with sqrt(softplus)
 // scores (exp_probs_b for the choice), normalised and scaled weights, clamped SwiGLU, plus a
 // clamped shared expert; the first hash_layer_count layers take their experts from the token
-// id (ffn_gate_tid2eid) instead of the scores.
+// id (ffn_gate_tid2eid) instead of the scores. Every step is a backend op on backend memory
+// (runs_on_device): the hyper-connections and the compressor through their own ops, each
+// query row's keys — its window of raw cells and its chosen compressed ones — gathered by
+// Backend::copy / gather_key_cells, the indexer's choice by indexer_scores + top_k_positions.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
 
+#include "backend/backend_array.h"
 #include "core/error.h"
-#include "core/half.h"
 #include "model/arch/architectures.h"
 #include "model/blocks/ffn.h"
 #include "model/blocks/hyper_connections.h"
@@ -73,14 +76,20 @@ std::vector<float> float_per_layer(const ModelFile& file, const std::string& key
   return values;
 }
 
+// Activations in backend memory; the routing's host lists on the host.
 struct Scratch {
-  std::vector<float> streams;  // [n, hc, n_embd]
-  std::vector<float> x, xn, branch, shared;
-  std::vector<float> qr, q, kv, out, group_in, group_out, oa;
-  std::vector<float> iq, iw, ikeys, scores;
-  std::vector<int32_t> order, chosen, hash;
-  std::vector<uint8_t> gathered;
-  std::vector<float> rope;
+  BackendArray<float> streams;  // [n, hc, n_embd]
+  BackendArray<float> x, xn, branch, shared;
+  BackendArray<float> qr, q, kv, out, oa;
+  BackendArray<float> iq, iw;
+  BackendArray<float> scores;          // [n_visible] one row's indexer scores (grown on demand)
+  BackendArray<int32_t> chosen;        // [top_k] one row's chosen blocks
+  BackendArray<uint8_t> gathered;      // one row's key cells (grown on demand)
+  BackendArray<int32_t> group_ids;     // [n_batch * n_group] 0, 1, … n_group - 1, repeated
+  BackendArray<int32_t> token_ids;     // [n_batch] the chunk's tokens, for get_rows
+  BackendArray<float> rope, reversed;  // rotary parts of every head of every row
+  BackendArray<float> logits;          // output_logits' scratch
+  std::vector<int32_t> hash, reverse_rows;
   HyperConnectionScratch hc;
   KvCompressorScratch compressor, indexer_compressor;
   MoeScratch moe;
@@ -102,13 +111,14 @@ class DeepSeek4 final : public LanguageModel {
   const ModelSummary& summary() const override { return summary_; }
   std::vector<KvLayerSpec> kv_layout() const override { return kv_layout_; }
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
+  bool runs_on_device() const override { return true; }
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (n_batch <= n_batch_) return;
     n_batch_ = n_batch;
     const Shape& s = shape_;
-    const auto rows = [&](std::vector<float>& v, int64_t width) {
-      v.resize(size_t(n_batch * width));
+    const auto rows = [&](BackendArray<float>& v, int64_t width) {
+      v.resize(backend, size_t(n_batch * std::max<int64_t>(width, 1)));
     };
     rows(m_.streams, hc_.n_stream * s.n_embd);
     rows(m_.x, s.n_embd);
@@ -119,16 +129,24 @@ class DeepSeek4 final : public LanguageModel {
     rows(m_.q, s.n_head * s.head_dim);
     rows(m_.kv, s.head_dim);
     rows(m_.out, s.n_head * s.head_dim);
-    rows(m_.group_in, s.group_dim());
-    rows(m_.group_out, s.o_lora);
     rows(m_.oa, s.n_group * s.o_lora);
     rows(m_.iq, s.indexer_heads * s.indexer_dim);
     rows(m_.iw, s.indexer_heads);
+    const int64_t rope_heads = std::max(s.n_head, s.indexer_heads);
+    rows(m_.rope, rope_heads * s.n_rot);
+    rows(m_.reversed, rope_heads * s.n_rot);
+    m_.chosen.resize(backend, size_t(std::max<int64_t>(s.top_k, 1)));
+    m_.token_ids.resize(backend, size_t(n_batch));
+    std::vector<int32_t> ids(size_t(n_batch * s.n_group));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(int64_t(i) % s.n_group);
+    m_.group_ids.resize(backend, ids.size());
+    backend.upload(m_.group_ids.data(), ids.data(), ids.size() * sizeof(int32_t));
     m_.hash.resize(size_t(n_batch * moe_hp_.n_expert_used));
-    m_.hc.reserve(hc_, n_batch);
-    m_.compressor.reserve({s.n_embd, s.head_dim, kOverlapRatio, s.n_rot, s.eps}, n_batch);
-    m_.indexer_compressor.reserve({s.n_embd, s.indexer_dim, kOverlapRatio, s.n_rot, s.eps},
-                                  n_batch);
+    m_.hc.reserve(backend, hc_, n_batch);
+    m_.compressor.reserve(backend, {s.n_embd, s.head_dim, kOverlapRatio, s.n_rot, s.eps}, n_batch);
+    m_.indexer_compressor.reserve(
+        backend, {s.n_embd, std::max<int64_t>(s.indexer_dim, 1), kOverlapRatio, s.n_rot, s.eps},
+        n_batch);
     m_.ffn.reserve(backend, moe_hp_.n_ff_exp * std::max<int64_t>(moe_hp_.n_expert_shared, 1),
                    n_batch);
     m_.moe.reserve(backend, layers_.front().moe, s.n_embd, n_batch);
@@ -137,37 +155,35 @@ class DeepSeek4 final : public LanguageModel {
   void forward(Backend& backend, const ForwardRequest& request) override {
     const int64_t n = int64_t(request.tokens.size());
     const int64_t d = shape_.n_embd, hc = hc_.n_stream;
-    const Trace trace{request.observer, n};
-    backend.get_rows(token_embd_, request.tokens.data(), n, m_.x.data());
-    trace("inp_embd", -1, m_.x.data(), d);
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t h = 0; h < hc; ++h) {
-        std::memcpy(m_.streams.data() + (t * hc + h) * d, m_.x.data() + t * d,
-                    sizeof(float) * size_t(d));
-      }
-    }
+    const Trace trace{request.observer, n, &backend};
+    float* streams = m_.streams.data();
+    float* x = m_.x.data();
+    float* xn = m_.xn.data();
+    float* branch = m_.branch.data();
+    backend.upload(m_.token_ids.data(), request.tokens.data(), request.tokens.size_bytes());
+    backend.get_rows(token_embd_, m_.token_ids.data(), n, x);
+    trace("inp_embd", -1, x, d);
+    for (int64_t h = 0; h < hc; ++h) backend.copy_strided_rows(x, d, streams + h * d, hc * d, n, d);
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const Layer& layer = layers_[size_t(il)];
-      hc_pre(backend, layer.hc_attn, hc_, m_.streams.data(), n, m_.hc, m_.x.data(), "hc_attn_pre",
-             il, trace);
-      backend.rms_norm(m_.x.data(), layer.attn_norm.data(), m_.xn.data(), n, d, hp_.rms_eps);
-      trace("attn_norm", il, m_.xn.data(), d);
+      hc_pre(backend, layer.hc_attn, hc_, streams, n, m_.hc, x, "hc_attn_pre", il, trace);
+      backend.rms_norm(x, layer.attn_norm.data(), xn, n, d, hp_.rms_eps);
+      trace("attn_norm", il, xn, d);
       attention(backend, layer, il, request.sequences, n, trace);
-      hc_post(hc_, m_.branch.data(), n, m_.hc, m_.streams.data());
-      trace("hc_attn_post", il, m_.streams.data(), hc * d);
+      hc_post(backend, hc_, branch, n, m_.hc, streams);
+      trace("hc_attn_post", il, streams, hc * d);
 
-      hc_pre(backend, layer.hc_ffn, hc_, m_.streams.data(), n, m_.hc, m_.x.data(), "hc_ffn_pre", il,
-             trace);
-      backend.rms_norm(m_.x.data(), layer.ffn_norm.data(), m_.xn.data(), n, d, hp_.rms_eps);
-      trace("ffn_norm", il, m_.xn.data(), d);
+      hc_pre(backend, layer.hc_ffn, hc_, streams, n, m_.hc, x, "hc_ffn_pre", il, trace);
+      backend.rms_norm(x, layer.ffn_norm.data(), xn, n, d, hp_.rms_eps);
+      trace("ffn_norm", il, xn, d);
       ffn(backend, layer, il, request, n, trace);
-      hc_post(hc_, m_.branch.data(), n, m_.hc, m_.streams.data());
-      trace("l_out", il, m_.streams.data(), hc * d);
+      hc_post(backend, hc_, branch, n, m_.hc, streams);
+      trace("l_out", il, streams, hc * d);
     }
-    hc_head(backend, head_hc_, hc_, m_.streams.data(), n, m_.hc, m_.x.data());
-    trace("hc_head", -1, m_.x.data(), d);
-    const LogitRows out = logit_rows(backend, request, m_.x.data(), n, d);
-    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
+    hc_head(backend, head_hc_, hc_, streams, n, m_.hc, x);
+    trace("hc_head", -1, x, d);
+    const LogitRows out = logit_rows(backend, request, x, n, d);
+    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, m_.logits, trace);
   }
 
  private:
@@ -345,22 +361,27 @@ class DeepSeek4 final : public LanguageModel {
     const int64_t hd = s.head_dim, nh = s.n_head;
     const RopeConfig& rope = l.ratio != 0 ? compress_rope_ : rope_;
     float* xn = m_.xn.data();
-    backend.matmul(l.wq_a, xn, m_.qr.data(), n);
-    backend.rms_norm(m_.qr.data(), l.q_a_norm.data(), m_.qr.data(), n, s.q_lora, s.eps);
-    trace("qr_norm", il, m_.qr.data(), s.q_lora);
-    backend.matmul(l.wq_b, m_.qr.data(), m_.q.data(), n);
-    backend.rms_norm(m_.q.data(), nullptr, m_.q.data(), n * nh, hd, s.eps);
-    backend.matmul(l.wkv, xn, m_.kv.data(), n);
-    backend.rms_norm(m_.kv.data(), l.kv_norm.data(), m_.kv.data(), n, hd, s.eps);
+    float* qr = m_.qr.data();
+    float* q = m_.q.data();
+    float* kv = m_.kv.data();
+    float* out = m_.out.data();
+    backend.matmul(l.wq_a, xn, qr, n);
+    backend.rms_norm(qr, l.q_a_norm.data(), qr, n, s.q_lora, s.eps);
+    trace("qr_norm", il, qr, s.q_lora);
+    backend.matmul(l.wq_b, qr, q, n);
+    backend.rms_norm(q, nullptr, q, n * nh, hd, s.eps);
+    backend.matmul(l.wkv, xn, kv, n);
+    backend.rms_norm(kv, l.kv_norm.data(), kv, n, hd, s.eps);
     for (const SequenceRun& run : sequences) {
-      rope_tail(backend, m_.q.data() + run.row0 * nh * hd, run.n_tokens, nh, hd, run.pos0, rope,
-                m_.rope);
-      rope_tail(backend, m_.kv.data() + run.row0 * hd, run.n_tokens, 1, hd, run.pos0, rope,
-                m_.rope);
-      store_key_rows(run.kv->layer(il), m_.kv.data() + run.row0 * hd, run.n_tokens, run.pos0);
+      rope_tail(backend, q + run.row0 * nh * hd, run.n_tokens, nh, hd, run.pos0, rope,
+                m_.rope.data());
+      rope_tail(backend, kv + run.row0 * hd, run.n_tokens, 1, hd, run.pos0, rope, m_.rope.data());
+      // A key-only layer (its keys are the values too): no value columns to write.
+      const float* rows = kv + run.row0 * hd;
+      backend.kv_store(run.kv->layer(il), rows, rows, run.n_tokens, run.pos0);
     }
-    trace("q", il, m_.q.data(), nh * hd);
-    trace("kv", il, m_.kv.data(), hd);
+    trace("q", il, q, nh * hd);
+    trace("kv", il, kv, hd);
     if (l.ratio != 0) {
       kv_compress(backend, *l.compressor, compressor_shape(hd, l.ratio), compress_rope_, sequences,
                   l.state_kv, l.keys_kv, xn, n, m_.compressor);
@@ -370,10 +391,10 @@ class DeepSeek4 final : public LanguageModel {
                   compress_rope_, sequences, l.indexer_state_kv, l.indexer_keys_kv, xn, n,
                   m_.indexer_compressor);
       const int64_t ih = s.indexer_heads, id = s.indexer_dim;
-      backend.matmul(l.indexer_q_b, m_.qr.data(), m_.iq.data(), n);
+      backend.matmul(l.indexer_q_b, qr, m_.iq.data(), n);
       for (const SequenceRun& run : sequences) {
         rope_tail(backend, m_.iq.data() + run.row0 * ih * id, run.n_tokens, ih, id, run.pos0,
-                  compress_rope_, m_.rope);
+                  compress_rope_, m_.rope.data());
       }
       backend.matmul(l.indexer_proj, xn, m_.iw.data(), n);
       backend.scale(m_.iw.data(), 1.0f / std::sqrt(float(id * ih)), n * ih);
@@ -386,58 +407,87 @@ class DeepSeek4 final : public LanguageModel {
     }
     // The rotation undone on the output's rotary part, then the grouped low-rank projection.
     for (const SequenceRun& run : sequences) {
-      for (int64_t t = 0; t < run.n_tokens; ++t) {
-        rope_tail(backend, m_.out.data() + (run.row0 + t) * nh * hd, 1, nh, hd, -(run.pos0 + t),
-                  rope, m_.rope);
-      }
+      derope(backend, out + run.row0 * nh * hd, run.n_tokens, run.pos0, rope);
     }
-    trace("attn_derope", il, m_.out.data(), nh * hd);
+    trace("attn_derope", il, out, nh * hd);
+    // Each (token, group) row of `out` through its group's rows of attn_output_a: one product
+    // of the groups as a stack (each row's numbers those of a one-row matmul; the tiny files'
+    // logits did not move from the matmul per group this replaced).
     const int64_t gd = s.group_dim();
     const size_t row_bytes = size_t(*sluice::row_bytes(l.wo_a.type, uint64_t(gd)));
-    for (int64_t g = 0; g < s.n_group; ++g) {
-      for (int64_t t = 0; t < n; ++t) {
-        std::memcpy(m_.group_in.data() + t * gd, m_.out.data() + t * nh * hd + g * gd,
-                    sizeof(float) * size_t(gd));
-      }
-      MatrixView wo_a = l.wo_a;
-      wo_a.n_rows = s.o_lora;
-      wo_a.data = static_cast<const uint8_t*>(l.wo_a.data) + size_t(g * s.o_lora) * row_bytes;
-      backend.matmul(wo_a, m_.group_in.data(), m_.group_out.data(), n);
-      for (int64_t t = 0; t < n; ++t) {
-        std::memcpy(m_.oa.data() + (t * s.n_group + g) * s.o_lora,
-                    m_.group_out.data() + t * s.o_lora, sizeof(float) * size_t(s.o_lora));
-      }
-    }
+    const ExpertStack groups{l.wo_a.type, l.wo_a.data, int64_t(row_bytes) * s.o_lora,
+                             s.n_group,   gd,          s.o_lora};
+    backend.matmul_experts(groups, m_.group_ids.data(), n * s.n_group, out, false, m_.oa.data());
     backend.matmul(l.wo_b, m_.oa.data(), m_.branch.data(), n);
     trace("attn_out", il, m_.branch.data(), s.n_embd);
   }
 
-  // Row t of `run`: its window of raw keys and its compressed keys, gathered into a cache of
-  // their own that the row's query reads whole.
+  // Rotates the rotary tails of out [n_tokens, n_head, head_dim] back: token t by the angle of
+  // position -(pos0 + t). rope() takes consecutive positions, so the tokens are reversed first
+  // (token n - 1 - t at -(pos0 + n - 1) + t), rotated, and put back in order.
+  void derope(Backend& backend, float* out, int64_t n_tokens, int64_t pos0,
+              const RopeConfig& rope) {
+    const Shape& s = shape_;
+    const int64_t nh = s.n_head, hd = s.head_dim, n_rot = rope.n_rot;
+    if (n_tokens == 1) {
+      rope_tail(backend, out, 1, nh, hd, -pos0, rope, m_.rope.data());
+      return;
+    }
+    float* tails = m_.rope.data();
+    float* reversed = m_.reversed.data();
+    m_.reverse_rows.resize(size_t(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t) m_.reverse_rows[size_t(t)] = int32_t(n_tokens - 1 - t);
+    const int64_t row = nh * n_rot;
+    backend.copy_strided_rows(out + (hd - n_rot), hd, tails, n_rot, n_tokens * nh, n_rot);
+    backend.gather_rows(tails, m_.reverse_rows.data(), n_tokens, row, reversed);
+    backend.rope(reversed, n_tokens, nh, n_rot, -(pos0 + n_tokens - 1), rope);
+    backend.gather_rows(reversed, m_.reverse_rows.data(), n_tokens, row, tails);
+    backend.copy_strided_rows(tails, n_rot, out + (hd - n_rot), hd, n_tokens * nh, n_rot);
+  }
+
+  // Cells first_cell .. first_cell + count - 1 (mod capacity) of a key-only layer into dst: one
+  // copy, two where the range wraps.
+  static void copy_cells(Backend& backend, const KvLayerView& kv, int64_t first_cell, int64_t count,
+                         size_t cell_bytes, uint8_t* dst) {
+    while (count > 0) {
+      const int64_t cell = first_cell % kv.capacity;
+      const int64_t run = std::min(count, kv.capacity - cell);
+      backend.copy(dst, static_cast<const uint8_t*>(kv.k) + size_t(cell) * cell_bytes,
+                   size_t(run) * cell_bytes);
+      dst += size_t(run) * cell_bytes;
+      first_cell += run;
+      count -= run;
+    }
+  }
+
+  // Row t of `run`: its window of raw keys and its compressed keys — those complete at its
+  // position (every one for ratio 128; for ratio 4, the indexer's top_k once there are more),
+  // ascending — gathered into a cache of their own that the row's query reads whole.
   void attend_row(Backend& backend, const Layer& l, int64_t il, const SequenceRun& run, int64_t t,
                   float scale) {
     const Shape& s = shape_;
     const int64_t hd = s.head_dim, pos = run.pos0 + t, row = run.row0 + t;
     const KvLayerView raw = run.kv->layer(il);
     const size_t cell_bytes = size_t(hd) * (raw.type == KvElement::kF16 ? 2 : 4);
-    m_.chosen.clear();
-    if (l.ratio != 0) choose_blocks(l, run, t);
     const int64_t first = std::max<int64_t>(0, pos - s.window + 1);
     const int64_t n_raw = pos - first + 1;
-    const int64_t n_keys = n_raw + int64_t(m_.chosen.size());
-    m_.gathered.resize(size_t(n_keys) * cell_bytes);
-    uint8_t* to = m_.gathered.data();
-    for (int64_t p = first; p <= pos; ++p, to += cell_bytes) {
-      std::memcpy(to, static_cast<const uint8_t*>(raw.k) + size_t(p % raw.capacity) * cell_bytes,
-                  cell_bytes);
+    const int64_t n_visible = l.ratio != 0 ? (pos + 1) / l.ratio : 0;
+    const bool indexed = l.ratio == kOverlapRatio && n_visible > s.top_k;
+    const int64_t n_chosen = indexed ? s.top_k : n_visible;
+    const int64_t n_keys = n_raw + n_chosen;
+    if (m_.gathered.size() < size_t(n_keys) * cell_bytes) {
+      m_.gathered.resize(backend, size_t(n_keys + s.window) * cell_bytes);
     }
-    if (!m_.chosen.empty()) {
+    uint8_t* gathered = m_.gathered.data();
+    copy_cells(backend, raw, first, n_raw, cell_bytes, gathered);
+    if (n_chosen > 0) {
       const KvLayerView keys = run.kv->layer(l.keys_kv);
-      for (int32_t b : m_.chosen) {
-        std::memcpy(to,
-                    static_cast<const uint8_t*>(keys.k) + size_t(b % keys.capacity) * cell_bytes,
-                    cell_bytes);
-        to += cell_bytes;
+      uint8_t* to = gathered + size_t(n_raw) * cell_bytes;
+      if (indexed) {
+        choose_blocks(backend, l, run, row, n_visible);
+        backend.gather_key_cells(keys, m_.chosen.data(), n_chosen, to);
+      } else {
+        copy_cells(backend, keys, 0, n_chosen, cell_bytes, to);
       }
     }
     AttentionCall call;
@@ -448,51 +498,25 @@ class DeepSeek4 final : public LanguageModel {
     call.pos0 = n_keys - 1;
     call.scale = scale;
     call.sinks = l.sinks.data();
-    call.kv = {raw.type, m_.gathered.data(), m_.gathered.data(), n_keys, 1, hd, hd};
+    call.kv = {raw.type, gathered, gathered, n_keys, 1, hd, hd};
     backend.attention(call);
   }
 
-  // The compressed blocks row t of `run` attends to, ascending: those complete at its position
-  // (every one for ratio 128; for ratio 4, the indexer's top_k once there are more).
-  void choose_blocks(const Layer& l, const SequenceRun& run, int64_t t) {
-    const int64_t pos = run.pos0 + t, row = run.row0 + t;
-    const int64_t n_visible = (pos + 1) / l.ratio;
-    const int64_t top_k = shape_.top_k;
-    if (l.ratio != kOverlapRatio || n_visible <= top_k) {
-      for (int64_t b = 0; b < n_visible; ++b) m_.chosen.push_back(int32_t(b));
-      return;
-    }
+  // The indexer's top_k of the n_visible compressed blocks for row `row`, ascending, into
+  // m_.chosen: score_b = Σ_h ReLU(q_h · k_b) · w_h over its own compressed keys, the higher
+  // first, the earlier block on a tie.
+  void choose_blocks(Backend& backend, const Layer& l, const SequenceRun& run, int64_t row,
+                     int64_t n_visible) {
     const int64_t ih = shape_.indexer_heads, id = shape_.indexer_dim;
-    const KvLayerView keys = run.kv->layer(l.indexer_keys_kv);
-    const float* q = m_.iq.data() + row * ih * id;
-    const float* w = m_.iw.data() + row * ih;
-    m_.ikeys.resize(size_t(id));
-    m_.scores.resize(size_t(n_visible));
-    for (int64_t b = 0; b < n_visible; ++b) {
-      const int64_t cell = b % keys.capacity;
-      for (int64_t i = 0; i < id; ++i) {
-        m_.ikeys[size_t(i)] =
-            keys.type == KvElement::kF16
-                ? fp16_to_fp32(static_cast<const uint16_t*>(keys.k)[cell * id + i])
-                : static_cast<const float*>(keys.k)[cell * id + i];
-      }
-      float score = 0.0f;
-      for (int64_t h = 0; h < ih; ++h) {
-        float dot = 0.0f;
-        for (int64_t i = 0; i < id; ++i) dot += q[h * id + i] * m_.ikeys[size_t(i)];
-        score += std::max(dot, 0.0f) * w[h];
-      }
-      m_.scores[size_t(b)] = score;
+    if (m_.scores.size() < size_t(n_visible)) {
+      m_.scores.resize(backend,
+                       size_t(std::max<int64_t>(n_visible, 2 * int64_t(m_.scores.size()))));
     }
-    m_.order.resize(size_t(n_visible));
-    for (int64_t b = 0; b < n_visible; ++b) m_.order[size_t(b)] = int32_t(b);
-    std::partial_sort(m_.order.begin(), m_.order.begin() + top_k, m_.order.end(),
-                      [&](int32_t a, int32_t b) {
-                        const float sa = m_.scores[size_t(a)], sb = m_.scores[size_t(b)];
-                        return sa > sb || (sa == sb && a < b);
-                      });
-    std::sort(m_.order.begin(), m_.order.begin() + top_k);
-    m_.chosen.assign(m_.order.begin(), m_.order.begin() + top_k);
+    const KvLayerView keys = run.kv->layer(l.indexer_keys_kv);
+    backend.indexer_scores(m_.iq.data() + row * ih * id, m_.iw.data() + row * ih, keys, 1, ih,
+                           n_visible - 1, m_.scores.data());
+    backend.top_k_positions(m_.scores.data(), 1, n_visible, n_visible - 1, shape_.top_k,
+                            m_.chosen.data());
   }
 
   void ffn(Backend& backend, const Layer& l, int64_t il, const ForwardRequest& request, int64_t n,
@@ -506,18 +530,19 @@ class DeepSeek4 final : public LanguageModel {
       }
       m_.moe.router.given = m_.hash.data();
     }
-    moe_route(backend, l.moe, *request.experts, il, m_.xn.data(), n, m_.moe, trace);
+    moe_route(backend, l.moe, *request.experts, il, m_.xn.data(), n, m_.moe, trace,
+              request.expert_backend);
     m_.moe.router.given = nullptr;
     prefetch_hashed(request, il + 1, n);
     moe_compute(backend, l.moe, *request.experts, il, m_.xn.data(), n, d, m_.moe, m_.branch.data(),
-                trace);
+                trace, request.expert_backend);
     // The shared expert, clamped as the routed ones.
     const GluFfnWeights& sh = l.shared;
     backend.matmul(sh.gate, m_.xn.data(), m_.ffn.gate.data(), n);
     backend.matmul(sh.up, m_.xn.data(), m_.ffn.up.data(), n);
     const int64_t n_ff = sh.gate.n_rows;
     if (l.shared_limit > 0.0f) {
-      clamp_swiglu(m_.ffn.gate.data(), m_.ffn.up.data(), n * n_ff, l.shared_limit);
+      backend.clamp_swiglu(m_.ffn.gate.data(), m_.ffn.up.data(), n * n_ff, l.shared_limit);
     }
     backend.glu(GluActivation::kSilu, m_.ffn.gate.data(), m_.ffn.up.data(), n, n_ff);
     backend.matmul(sh.down, m_.ffn.gate.data(), m_.shared.data(), n);

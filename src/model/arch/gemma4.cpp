@@ -124,14 +124,6 @@ Gemma4HParams read_gemma4_hparams(const ArchMetadata& meta) {
   return hp;
 }
 
-// Multiplies each of the n_rows rows of x [n_rows, n] by w [n] element-wise (ggml_mul with a
-// broadcast row).
-void mul_rows(float* x, const std::vector<float>& w, int64_t n_rows, int64_t n) {
-  for (int64_t r = 0; r < n_rows; ++r) {
-    for (int64_t i = 0; i < n; ++i) x[r * n + i] *= w[size_t(i)];
-  }
-}
-
 class Gemma4Decoder final : public LanguageModel {
  public:
   explicit Gemma4Decoder(const ModelFile& file) {
@@ -166,6 +158,9 @@ class Gemma4Decoder final : public LanguageModel {
   }
 
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
+  // Every activation (the per-layer inputs and the MoE branch's rows included) is backend memory,
+  // touched only by backend ops.
+  bool runs_on_device() const override { return true; }
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
@@ -180,12 +175,12 @@ class Gemma4Decoder final : public LanguageModel {
     }
     attn_scratch_.reserve(backend, widest, n_batch);
     ffn_scratch_.reserve(backend, n_ff, n_batch);
-    if (hp_.n_embd_per_layer > 0) ple_scratch_.reserve(ple_, n_batch);
+    if (hp_.n_embd_per_layer > 0) ple_scratch_.reserve(backend, ple_, n_batch);
     if (const Layer* moe = first_moe_layer()) {
       moe_scratch_.reserve(backend, moe->branch.experts, hp_.n_embd, n_batch);
       spec_scratch_.reserve(backend, moe->branch.experts, hp_.n_embd, n_batch);
       for (auto* buffer : {&moe_in_, &router_in_, &moe_out_}) {
-        buffer->resize(size_t(n_batch * hp_.n_embd));
+        buffer->resize(backend, size_t(n_batch * hp_.n_embd));
       }
     }
   }
@@ -196,14 +191,14 @@ class Gemma4Decoder final : public LanguageModel {
     }
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
-    const Trace trace{request.observer, n};
+    const Trace trace{request.observer, n, &backend};
     float* x = stream_.x.data();
-    backend.get_rows(token_embd_, request.tokens.data(), n, x);
+    const int32_t* ids = stream_.token_ids(backend, request.tokens);
+    backend.get_rows(token_embd_, ids, n, x);
     backend.scale(x, std::sqrt(float(n_embd)), n * n_embd);
     trace("inp_scaled", -1, x, n_embd);
     if (hp_.n_embd_per_layer > 0) {
-      per_layer_inputs(backend, ple_, request.tokens.data(), x, n, hp_.rms_eps, ple_scratch_,
-                       trace);
+      per_layer_inputs(backend, ple_, ids, x, n, hp_.rms_eps, ple_scratch_, trace);
     }
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const Layer& l = layers_[size_t(il)];
@@ -231,14 +226,11 @@ class Gemma4Decoder final : public LanguageModel {
       trace("l_out", il, x, n_embd);
     }
     const LogitRows out = logit_rows(backend, request, x, n, n_embd);
-    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
-    if (hp_.final_softcap > 0.0f) {
-      // cap * tanh(logits * (1 / cap)), multiplied in the order llama.cpp's graph does.
-      const int64_t n_logits = out.n_rows * hp_.n_vocab;
-      backend.scale(request.logits, 1.0f / hp_.final_softcap, n_logits);
-      backend.softcap(request.logits, 1.0f, n_logits);
-      backend.scale(request.logits, hp_.final_softcap, n_logits);
-    }
+    // cap * tanh(logits * (1 / cap)), multiplied in the order llama.cpp's graph does.
+    LogitsFinish finish;
+    if (hp_.final_softcap > 0.0f) finish = {1.0f / hp_.final_softcap, 1.0f, hp_.final_softcap};
+    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, stream_.logits,
+                  trace, finish);
   }
 
  private:
@@ -353,8 +345,9 @@ class Gemma4Decoder final : public LanguageModel {
     float* router_in = router_in_.data();
     backend.rms_norm(x, nullptr, router_in, n, n_embd, hp_.rms_eps);
     backend.scale(router_in, 1.0f / std::sqrt(float(n_embd)), n * n_embd);
-    mul_rows(router_in, b.router_scale, n, n_embd);
-    moe_route(backend, b.experts, *request.experts, il, router_in, n, moe_scratch_, trace);
+    backend.mul_rows(router_in, b.router_scale.data(), n, n_embd);
+    moe_route(backend, b.experts, *request.experts, il, router_in, n, moe_scratch_, trace,
+              request.expert_backend);
 
     // The dense half computes while the chosen experts load.
     backend.rms_norm(x, l.ffn_norm.data(), stream_.xn.data(), n, n_embd, hp_.rms_eps);
@@ -373,7 +366,7 @@ class Gemma4Decoder final : public LanguageModel {
     backend.rms_norm(x, b.pre_norm_2.data(), moe_in_.data(), n, n_embd, hp_.rms_eps);
     trace("ffn_norm_2", il, moe_in_.data(), n_embd);
     moe_compute(backend, b.experts, *request.experts, il, moe_in_.data(), n, n_embd, moe_scratch_,
-                moe_out_.data(), trace);
+                moe_out_.data(), trace, request.expert_backend);
     backend.rms_norm(moe_out_.data(), b.post_norm_2.data(), moe_out_.data(), n, n_embd,
                      hp_.rms_eps);
     trace("ffn_moe", il, moe_out_.data(), n_embd);
@@ -396,7 +389,7 @@ class Gemma4Decoder final : public LanguageModel {
   PerLayerEmbeddingScratch ple_scratch_;
   MoeScratch moe_scratch_;
   MoeScratch spec_scratch_;
-  std::vector<float> moe_in_, router_in_, moe_out_;  // [n_batch, n_embd] MoE layers only
+  BackendArray<float> moe_in_, router_in_, moe_out_;  // [n_batch, n_embd] MoE layers only
 };
 
 }  // namespace

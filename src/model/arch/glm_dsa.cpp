@@ -149,21 +149,23 @@ class GlmDsa final : public LanguageModel {
   }
 
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
+  // MLA, the indexer, the restricted attention and DeepSeekMoE: every step a backend op.
+  bool runs_on_device() const override { return true; }
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
-    attn_scratch_.reserve(shape_, n_batch);
-    indexer_scratch_.reserve(indexer_shape_, n_batch);
-    keys_.reserve(n_batch, indexer_shape_.top_k);
+    attn_scratch_.reserve(backend, shape_, n_batch);
+    indexer_scratch_.reserve(backend, indexer_shape_, n_batch);
+    keys_.reserve(backend, n_batch, indexer_shape_.top_k);
     ffn_scratch_.reserve(backend, ffn_, hp_.n_embd, n_batch);
   }
 
   void forward(Backend& backend, const ForwardRequest& request) override {
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
-    const Trace trace{request.observer, n};
+    const Trace trace{request.observer, n, &backend};
     float* x = stream_.x.data();
-    backend.get_rows(token_embd_, request.tokens.data(), n, x);
+    backend.get_rows(token_embd_, stream_.token_ids(backend, request.tokens), n, x);
     trace("inp_embd", -1, x, n_embd);
     // The key choice the current layer attends by: its own indexer's, the last full layer's for
     // a shared layer, or none (dense attention) after a full layer without indexer weights.
@@ -193,10 +195,11 @@ class GlmDsa final : public LanguageModel {
                             {last ? nullptr : &ffn_[size_t(il + 1)],
                              last ? nullptr : &layers_[size_t(il + 1)].ffn_norm},
                             hp_.rms_eps, request.experts, il, x, xn, stream_.branch.data(), n,
-                            n_embd, ffn_scratch_, trace);
+                            n_embd, ffn_scratch_, trace, "ffn_norm", request.expert_backend);
     }
     const LogitRows out = logit_rows(backend, request, x, n, n_embd);
-    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
+    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, stream_.logits,
+                  trace);
   }
 
  private:

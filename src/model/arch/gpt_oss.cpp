@@ -104,6 +104,24 @@ class GptOssDecoder final : public LanguageModel {
   }
 
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
+  // Sinks are AttentionCall's, the per-expert biases add_bias (add_expert_bias by id on the
+  // stacked paths), swiglu_oai a glu, the router's top-k and softmax of the chosen
+  // select_experts: every step a backend op.
+  bool runs_on_device() const override { return true; }
+
+  // A decode step reads nothing back when every layer chooses on the backend (experts all in
+  // their stacks: moe_decode_stays_on_backend), so a GPU may record it.
+  bool decode_reads_host(const Backend& backend, const experts::ExpertSource* experts,
+                         const Backend* expert_backend) const override {
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+      if (experts == nullptr ||
+          !moe_decode_stays_on_backend(backend, layers_[size_t(il)].moe, *experts, il, moe_scratch_,
+                                       expert_backend)) {
+        return true;
+      }
+    }
+    return false;
+  }
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
@@ -116,9 +134,9 @@ class GptOssDecoder final : public LanguageModel {
     if (request.experts == nullptr) fail(kArch, ": MoE forward without experts");
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
-    const Trace trace{request.observer, n};
+    const Trace trace{request.observer, n, &backend};
     float* x = stream_.x.data();
-    backend.get_rows(token_embd_, request.tokens.data(), n, x);
+    backend.get_rows(token_embd_, stream_.token_ids(backend, request.tokens), n, x);
     trace("inp_embd", -1, x, n_embd);
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const Layer& l = layers_[size_t(il)];
@@ -130,19 +148,21 @@ class GptOssDecoder final : public LanguageModel {
       trace("ffn_inp", il, x, n_embd);
       backend.rms_norm(x, l.ffn_norm.data(), stream_.xn.data(), n, n_embd, hp_.rms_eps);
       trace("attn_post_norm", il, stream_.xn.data(), n_embd);
-      moe_route(backend, l.moe, *request.experts, il, stream_.xn.data(), n, moe_scratch_, trace);
+      moe_route(backend, l.moe, *request.experts, il, stream_.xn.data(), n, moe_scratch_, trace,
+                request.expert_backend);
       if (il + 1 < hp_.n_layer) {  // every gpt-oss layer is MoE
         const Layer& next = layers_[size_t(il + 1)];
         moe_prefetch(backend, next.moe, next.ffn_norm, hp_.rms_eps, *request.experts, il + 1, x, n,
                      n_embd, spec_scratch_);
       }
       moe_compute(backend, l.moe, *request.experts, il, stream_.xn.data(), n, n_embd, moe_scratch_,
-                  stream_.branch.data(), trace);
+                  stream_.branch.data(), trace, request.expert_backend);
       backend.add(x, stream_.branch.data(), n * n_embd);
       trace("l_out", il, x, n_embd);
     }
     const LogitRows out = logit_rows(backend, request, x, n, n_embd);
-    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
+    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, stream_.logits,
+                  trace);
   }
 
  private:

@@ -128,6 +128,8 @@ class KimiLinear final : public LanguageModel {
   }
 
   const ModelSummary& summary() const override { return summary_; }
+  // KDA, MLA and DeepSeekMoE are backend ops throughout.
+  bool runs_on_device() const override { return true; }
 
   std::vector<KvLayerSpec> kv_layout() const override {
     std::vector<KvLayerSpec> specs;
@@ -141,19 +143,19 @@ class KimiLinear final : public LanguageModel {
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
-    mla_scratch_.reserve(mla_shape_, n_batch);
-    kda_scratch_.reserve(kda_shape_, n_batch);
+    mla_scratch_.reserve(backend, mla_shape_, n_batch);
+    kda_scratch_.reserve(backend, kda_shape_, n_batch);
     ffn_scratch_.reserve(backend, ffn_, hp_.n_embd, n_batch);
   }
 
   void forward(Backend& backend, const ForwardRequest& request) override {
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
-    const Trace trace{request.observer, n};
+    const Trace trace{request.observer, n, &backend};
     float* x = stream_.x.data();
     float* xn = stream_.xn.data();
     float* branch = stream_.branch.data();
-    backend.get_rows(token_embd_, request.tokens.data(), n, x);
+    backend.get_rows(token_embd_, stream_.token_ids(backend, request.tokens), n, x);
     trace("inp_embd", -1, x, n_embd);
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const Layer& layer = layers_[size_t(il)];
@@ -176,7 +178,8 @@ class KimiLinear final : public LanguageModel {
                             ffn_scratch_, trace);
     }
     const LogitRows out = logit_rows(backend, request, x, n, n_embd);
-    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
+    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, stream_.logits,
+                  trace);
   }
 
  private:

@@ -66,6 +66,9 @@ std::unique_ptr<LanguageModel> make_laguna(const ModelFile& file) {
   const MoeHParams moe_hp = read_moe_hparams(meta, hp);
   c.summary = {kArch, hp.n_vocab, hp.n_embd, hp.n_layer, hp.n_ctx_train};
   c.trace_renames = {{"Qcur", "Qcur_rope"}, {"Kcur", "Kcur_rope"}};
+  // The softplus output gate is Backend::mul_gate; everything else is the ordinary block and
+  // DeepSeekMoE, as glm4moe: every step a backend op.
+  c.runs_on_device = true;
 
   const int64_t window = meta.checked("attention.sliding_window",
                                       meta.get_int("attention.sliding_window", 0), 0, INT32_MAX);

@@ -2,20 +2,13 @@
 // bias right after its projection, the gate applied before the output projection).
 #include "model/blocks/attention.h"
 
-#include <algorithm>
-#include <cmath>
-
 namespace sluice::model {
 namespace {
 
-// ggml's softplus: the input itself above 20, where log(1 + e^x) rounds to x anyway.
-float softplus(float x) {
-  return x > 20.0f ? x : std::log(1.0f + std::exp(x));
-}
-
 // attn [n_tokens, n_head*dv] *= act(gate), gate [n_tokens, n_gate] being one logit per element
-// (n_gate = n_head*dv) or per head (n_gate = n_head). The element-wise sigmoid is the backend's;
-// the other forms are computed here, as the router computes its sigmoid.
+// (n_gate = n_head*dv) or per head (n_gate = n_head). The element-wise sigmoid keeps its own op
+// (mul_sigmoid, whose numbers the sigmoid-gated models were checked with); the other forms are
+// Backend::mul_gate, which leaves the activated logits in `gate` for the trace.
 void apply_output_gate(Backend& backend, const AttentionWeights& w, int64_t layer, float* gate,
                        float* attn, int64_t n_tokens, int64_t o_row, const Trace& trace) {
   const int64_t n_gate = w.gate.n_rows;
@@ -23,23 +16,18 @@ void apply_output_gate(Backend& backend, const AttentionWeights& w, int64_t laye
     backend.mul_sigmoid(attn, gate, n_tokens * o_row);
     return;
   }
-  for (int64_t i = 0; i < n_tokens * n_gate; ++i) {
-    gate[i] = w.gate_act == OutputGate::kSoftplus ? softplus(gate[i])
-                                                  : 1.0f / (1.0f + std::exp(-gate[i]));
-  }
-  if (w.gate_act == OutputGate::kSoftplus) trace("attn_gate_softplus", layer, gate, n_gate);
-  const int64_t per_logit = o_row / n_gate;  // 1, or the head's dv
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t i = 0; i < o_row; ++i) attn[t * o_row + i] *= gate[t * n_gate + i / per_logit];
-  }
+  const bool softplus = w.gate_act == OutputGate::kSoftplus;
+  backend.mul_gate(softplus ? GateActivation::kSoftplus : GateActivation::kSigmoid, attn, gate,
+                   n_tokens, o_row, n_gate);
+  if (softplus) trace("attn_gate_softplus", layer, gate, n_gate);
 }
 
-// q_full [n_heads, 2 dk] (every token's heads in a row) → q and gate [n_heads, dk].
-void split_gated_query(const float* q_full, float* q, float* gate, int64_t n_heads, int64_t dk) {
-  for (int64_t h = 0; h < n_heads; ++h) {
-    std::copy_n(q_full + h * 2 * dk, dk, q + h * dk);
-    std::copy_n(q_full + h * 2 * dk + dk, dk, gate + h * dk);
-  }
+// q_full [n_heads, 2 dk] (every token's heads in a row) → q and gate [n_heads, dk]: the two
+// halves of each head as column blocks of rows.
+void split_gated_query(Backend& backend, const float* q_full, float* q, float* gate,
+                       int64_t n_heads, int64_t dk) {
+  backend.copy_strided_rows(q_full, 2 * dk, q, dk, n_heads, dk);
+  backend.copy_strided_rows(q_full + dk, 2 * dk, gate, dk, n_heads, dk);
 }
 
 }  // namespace
@@ -105,7 +93,7 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
     backend.matmul(w.wq, x, q_out, n_tokens);
   }
   if (s.gated_query) {
-    split_gated_query(scratch.q_full.data(), q, scratch.gate.data(), n_tokens * s.n_head,
+    split_gated_query(backend, scratch.q_full.data(), q, scratch.gate.data(), n_tokens * s.n_head,
                       s.head_dim_k);
   }
   if (!w.bq.empty()) backend.add_bias(q, w.bq.data(), n_tokens, q_row);

@@ -5,11 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <numeric>
 
 #include "core/error.h"
-#include "core/half.h"
 
 namespace sluice::model {
 namespace {
@@ -18,8 +15,8 @@ constexpr const char* kIndexerTensors[] = {"indexer.attn_q_b.weight", "indexer.a
                                            "indexer.k_norm.weight", "indexer.k_norm.bias",
                                            "indexer.proj.weight"};
 
-// At most this many q · k products are held at once (a block of query rows against every key).
-constexpr int64_t kMaxDots = int64_t(1) << 22;
+// At most this many scores are held at once (a block of query rows against every key).
+constexpr int64_t kMaxScores = int64_t(1) << 22;
 
 // The orthonormal Walsh–Hadamard matrix of order n (a power of two) in Sylvester's ordering, as
 // llama.cpp builds its indexer rotation: entries ±1/√n, symmetric, its own inverse.
@@ -39,40 +36,11 @@ std::vector<float> walsh_hadamard(int64_t n) {
   return m;
 }
 
-// ggml's norm (mean and variance summed in double, epsilon 0 here), then weight and bias.
-void layer_norm(float* x, const float* weight, const float* bias, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += double(x[i]);
-  const float mean = float(sum) / float(n);
-  double squares = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] -= mean;
-    squares += double(x[i] * x[i]);
-  }
-  const float scale = 1.0f / std::sqrt(float(squares / double(n)));
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * scale * weight[i] + bias[i];
-}
-
 // rows [n_rows, n] = rotation · rows, row by row.
 void rotate(Backend& backend, const std::vector<float>& rotation, int64_t n, float* rows,
             int64_t n_rows, float* scratch) {
   backend.matmul(MatrixView{QType::F32, rotation.data(), n, n}, rows, scratch, n_rows);
-  std::memcpy(rows, scratch, sizeof(float) * size_t(n_rows * n));
-}
-
-// Appends n_tokens key rows [n_tokens, head_dim] at positions pos0.. to the indexer's cache
-// layer (which has no values).
-void store_keys(const KvLayerView& kv, const float* k, int64_t n_tokens, int64_t pos0) {
-  const int64_t d = kv.head_dim_k;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const int64_t cell = (pos0 + t) % kv.capacity;
-    if (kv.type == KvElement::kF16) {
-      uint16_t* to = static_cast<uint16_t*>(kv.k) + cell * d;
-      for (int64_t i = 0; i < d; ++i) to[i] = fp32_to_fp16(k[t * d + i]);
-    } else {
-      std::memcpy(static_cast<float*>(kv.k) + cell * d, k + t * d, sizeof(float) * size_t(d));
-    }
-  }
+  backend.copy(rows, scratch, sizeof(float) * size_t(n_rows * n));
 }
 
 }  // namespace
@@ -97,11 +65,11 @@ std::optional<DsaIndexerWeights> bind_dsa_indexer(WeightBinder& binder, int64_t 
   return w;
 }
 
-void DsaIndexerScratch::reserve(const DsaIndexerShape& s, int64_t n_batch) {
-  q.resize(size_t(n_batch * s.n_head * s.head_dim));
-  k.resize(size_t(n_batch * s.head_dim));
-  w.resize(size_t(n_batch * s.n_head));
-  turned.resize(size_t(n_batch * s.n_head * s.head_dim));
+void DsaIndexerScratch::reserve(Backend& backend, const DsaIndexerShape& s, int64_t n_batch) {
+  q.resize(backend, size_t(n_batch * s.n_head * s.head_dim));
+  k.resize(backend, size_t(n_batch * s.head_dim));
+  w.resize(backend, size_t(n_batch * s.n_head));
+  turned.resize(backend, size_t(n_batch * s.n_head * s.head_dim));
 }
 
 void dsa_indexer_select(Backend& backend, const DsaIndexerWeights& w, const DsaIndexerShape& s,
@@ -113,7 +81,7 @@ void dsa_indexer_select(Backend& backend, const DsaIndexerWeights& w, const DsaI
   float* k = m.k.data();
   backend.matmul(w.wq_b, q_latent, q, n);
   backend.matmul(w.wk, x, k, n);
-  for (int64_t t = 0; t < n; ++t) layer_norm(k + t * d, w.k_norm.data(), w.k_norm_b.data(), d);
+  backend.layer_norm(k, w.k_norm.data(), w.k_norm_b.data(), k, n, d, 0.0f);
   for (const SequenceRun& run : sequences) {
     backend.rope(q + run.row0 * n_head * d, run.n_tokens, n_head, d, run.pos0, rope);
     backend.rope(k + run.row0 * d, run.n_tokens, 1, d, run.pos0, rope);
@@ -131,7 +99,8 @@ void dsa_indexer_select(Backend& backend, const DsaIndexerWeights& w, const DsaI
 
   for (const SequenceRun& run : sequences) {
     const KvLayerView cached = run.kv->layer(kv_layer);
-    store_keys(cached, k + run.row0 * d, run.n_tokens, run.pos0);
+    // The indexer's cache has no values (head_dim_v 0): kv_store reads none of `v`.
+    backend.kv_store(cached, k + run.row0 * d, k + run.row0 * d, run.n_tokens, run.pos0);
     dsa_select_keys(backend, s, cached, q + run.row0 * n_head * d, m.w.data() + run.row0 * n_head,
                     run.pos0, run.n_tokens, run.row0, m, keys);
   }
@@ -146,49 +115,19 @@ void dsa_select_keys(Backend& backend, const DsaIndexerShape& s, const KvLayerVi
   for (int64_t t = 0; t < n_tokens; ++t) keys.everything[size_t(row0 + t)] = t < n_everything;
   if (n_everything == n_tokens) return;
 
-  // Every key this run's rows can see, as float32 (llama.cpp converts F16 cells the same way).
-  const int64_t n_keys = pos0 + n_tokens;
-  m.keys.resize(size_t(n_keys * d));
-  for (int64_t p = 0; p < n_keys; ++p) {
-    const int64_t cell = p % cached.capacity;
-    float* to = m.keys.data() + p * d;
-    if (cached.type == KvElement::kF16) {
-      const uint16_t* from = static_cast<const uint16_t*>(cached.k) + cell * d;
-      for (int64_t i = 0; i < d; ++i) to[i] = fp16_to_fp32(from[i]);
-    } else {
-      std::memcpy(to, static_cast<const float*>(cached.k) + cell * d, sizeof(float) * size_t(d));
-    }
-  }
-  const MatrixView key_rows{QType::F32, m.keys.data(), d, n_keys};
-  const int64_t block = std::max<int64_t>(1, kMaxDots / (n_head * n_keys));
-  m.scores.resize(size_t(n_keys));
-  m.order.resize(size_t(n_keys));
-  for (int64_t t0 = n_everything; t0 < n_tokens; t0 += block) {
+  // Blocks of rows' scores over every key they can see, then each row's top_k of them.
+  const int64_t t_first = n_everything;
+  const int64_t block = std::max<int64_t>(1, kMaxScores / (pos0 + n_tokens));
+  for (int64_t t0 = t_first; t0 < n_tokens; t0 += block) {
     const int64_t rows = std::min(block, n_tokens - t0);
-    m.dots.resize(size_t(rows * n_head * n_keys));
-    backend.matmul(key_rows, q + t0 * n_head * d, m.dots.data(), rows * n_head);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t t = t0 + r;
-      const int64_t visible = pos0 + t + 1;
-      const float* weights = w + t * n_head;
-      for (int64_t j = 0; j < visible; ++j) {
-        float score = 0.0f;
-        for (int64_t h = 0; h < n_head; ++h) {
-          score += std::max(m.dots[size_t((r * n_head + h) * n_keys + j)], 0.0f) * weights[h];
-        }
-        m.scores[size_t(j)] = score;
-      }
-      // The top_k positions by score (the earlier position first on a tie), then in position
-      // order, the order the gathered cells are attended in.
-      int32_t* order = m.order.data();
-      std::iota(order, order + visible, 0);
-      std::partial_sort(order, order + top_k, order + visible, [&](int32_t a, int32_t b) {
-        const float sa = m.scores[size_t(a)], sb = m.scores[size_t(b)];
-        return sa > sb || (sa == sb && a < b);
-      });
-      std::sort(order, order + top_k);
-      std::copy_n(order, top_k, keys.positions.data() + (row0 + t) * top_k);
-    }
+    const int64_t n_keys = pos0 + t0 + rows;  // the block's last row sees them all
+    const size_t need = size_t(rows * n_keys);
+    // Grown geometrically: a decode step sees one key more each time.
+    if (m.scores.size() < need) m.scores.resize(backend, std::max(need, 2 * m.scores.size()));
+    backend.indexer_scores(q + t0 * n_head * d, w + t0 * n_head, cached, rows, n_head, pos0 + t0,
+                           m.scores.data());
+    backend.top_k_positions(m.scores.data(), rows, n_keys, pos0 + t0, top_k,
+                            keys.positions.data() + (row0 + t0) * top_k);
   }
 }
 

@@ -7,8 +7,9 @@
 // is a power of two of at least 64, go through the orthonormal Walsh–Hadamard rotation llama.cpp
 // applies (it leaves the scores unchanged but not the F16 cache's rounding). The keys are cached
 // in a KV layer of their own ({1, head_dim, 0}). score(query t, position j) =
-// Σ_h ReLU(q_{t,h} · k_j) · w_{t,h}, w = indexer.proj · x / √(head_dim · n_head). Knows no
-// architecture.
+// Σ_h ReLU(q_{t,h} · k_j) · w_{t,h}, w = indexer.proj · x / √(head_dim · n_head). Every step is
+// a backend op on backend memory (the scores and the top-k choice are Backend ops of their own),
+// so the choice never visits the host. Knows no architecture.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/blocks/selected_attention.h"
 #include "model/blocks/trace.h"
 #include "model/kv_cache.h"
@@ -52,15 +54,12 @@ std::optional<DsaIndexerWeights> bind_dsa_indexer(WeightBinder& binder, int64_t 
                                                   const DsaIndexerShape& shape);
 
 struct DsaIndexerScratch {
-  std::vector<float> q;       // [n_batch, n_head, head_dim]
-  std::vector<float> k;       // [n_batch, head_dim]
-  std::vector<float> w;       // [n_batch, n_head]
-  std::vector<float> turned;  // [n_batch, n_head, head_dim] the rotation's output
-  std::vector<float> keys;    // [n_keys, head_dim] one run's cached keys as float32
-  std::vector<float> dots;    // [rows, n_head, n_keys] a block of rows' q · k
-  std::vector<float> scores;  // [n_keys] one row's scores
-  std::vector<int32_t> order;
-  void reserve(const DsaIndexerShape& shape, int64_t n_batch);
+  BackendArray<float> q;       // [n_batch, n_head, head_dim]
+  BackendArray<float> k;       // [n_batch, head_dim]
+  BackendArray<float> w;       // [n_batch, n_head]
+  BackendArray<float> turned;  // [n_batch, n_head, head_dim] the rotation's output
+  BackendArray<float> scores;  // [rows, n_keys] a block of rows' scores, grown as keys accrue
+  void reserve(Backend& backend, const DsaIndexerShape& shape, int64_t n_batch);
 };
 
 // Layer `layer`'s indexer over x [n_tokens, n_embd] (the attention's normed input) and q_latent
@@ -74,8 +73,9 @@ void dsa_indexer_select(Backend& backend, const DsaIndexerWeights& w, const DsaI
 
 // The selection step alone, for one run whose keys are already cached in `cached`: rows row0 ..
 // row0 + n_tokens - 1 (positions pos0 ..) with queries q [n_tokens, n_head, head_dim] and
-// weights w [n_tokens, n_head] (already scaled). A row at position p sees p + 1 keys; when that
-// is at most top_k it chooses everything, otherwise its top_k positions by score, ascending.
+// weights w [n_tokens, n_head] (already scaled; all backend memory). A row at position p sees
+// p + 1 keys; when that is at most top_k it chooses everything, otherwise its top_k positions by
+// score, ascending (Backend::indexer_scores, then Backend::top_k_positions).
 void dsa_select_keys(Backend& backend, const DsaIndexerShape& s, const KvLayerView& cached,
                      const float* q, const float* w, int64_t pos0, int64_t n_tokens, int64_t row0,
                      DsaIndexerScratch& scratch, KeySelection& keys);

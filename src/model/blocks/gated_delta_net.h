@@ -7,7 +7,9 @@
 //   S *= exp(g);  S += k (beta (v - S k))^T;  o = S q / sqrt(head_dim)
 // with g = softplus(alpha + dt_bias) * ssm_a. The output is RMS-normed per head (ssm_norm),
 // multiplied by SiLU(z) and projected by ssm_out. The states live in the sequence's KvCache
-// (KvCache::recurrent): each run of tokens continues them, strictly in order.
+// (KvCache::recurrent): each run of tokens continues them, strictly in order. Every step is a
+// backend op (convolution, norms, gates and the delta rule are Backend's recurrent-layer ops), so
+// the layer runs on a GPU as on the CPU.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/blocks/trace.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -64,44 +67,17 @@ struct GatedDeltaNetWeights {
 GatedDeltaNetWeights bind_gated_delta_net(WeightBinder& binder, int64_t layer,
                                           const GatedDeltaNetShape& shape);
 
+// Every buffer is the backend's memory (backend.h); the states live in the KvCache.
 struct GatedDeltaNetScratch {
-  std::vector<float> qkv;     // [n_batch, conv_channels] projection, then conv + SiLU output
-  std::vector<float> window;  // [conv_kernel - 1 + n_batch, conv_channels] convolution input
-  std::vector<float> z;       // [n_batch, value_dim]
-  std::vector<float> ba;      // [n_batch, 2 n_v_heads] beta and alpha projections
-  std::vector<float> beta;    // [n_batch, n_v_heads]
-  std::vector<float> gate;    // [n_batch, n_v_heads] g
-  std::vector<float> core;    // [n_batch, value_dim] the delta rule's output
-  std::vector<float> ones;    // [conv_channels] SiLU through the backend's GLU
-  std::vector<float> delta;   // [head_dim]
+  BackendArray<float> qkv;   // [n_batch, conv_channels] projection, then conv + SiLU output
+  BackendArray<float> z;     // [n_batch, value_dim]
+  BackendArray<float> ba;    // [n_batch, 2 n_v_heads] the joint beta / alpha projection
+  BackendArray<float> beta;  // [n_batch, n_v_heads]
+  BackendArray<float> gate;  // [n_batch, n_v_heads] g
+  BackendArray<float> core;  // [n_batch, value_dim] the delta rule's output
   std::vector<RecurrentLayerView> states;  // of each sequence run of the current forward
-  void reserve(const GatedDeltaNetShape& shape, int64_t n_batch);
+  void reserve(Backend& backend, const GatedDeltaNetShape& shape, int64_t n_batch);
 };
-
-// The pieces the Kimi delta attention (blocks/kimi_delta_attention) shares with this layer, in
-// ggml's CPU forms.
-namespace delta_net {
-
-float sigmoid(float x);   // 1 / (1 + e^-x)
-float softplus(float x);  // log(1 + e^x); x above 20: x
-// x / max(sqrt(sum x^2), eps), the sum in double.
-void l2_normalize(float* x, int64_t n, float eps);
-// x / sqrt(sum x^2 + eps), the sum in double: the L2 norm llama.cpp's kimi-linear graph applies.
-void l2_normalize_eps_inside(float* x, int64_t n, float eps);
-// The causal depthwise convolution of x [n_tokens, channels] (in place) with taps
-// [channels, kernel], continuing from conv_state [kernel - 1, channels], which then keeps the
-// last kernel - 1 inputs; then SiLU. window: [kernel - 1 + n_tokens, channels]; ones: [channels].
-void causal_conv_silu(Backend& backend, const float* taps, int64_t channels, int64_t kernel,
-                      float* x, int64_t n_tokens, float* conv_state, float* window,
-                      const float* ones);
-// One token of the delta rule on one head's state m (row j: how value j reads each of the d key
-// dimensions): m *= decay — per key dimension exp(key_gate[i]) when key_gate is given (KDA), else
-// the scalar exp(head_gate) —, then m += (beta (v - m k)) k^T and o = scale · m q.
-void delta_rule_step(float* m, int64_t d, const float* q, const float* k, const float* v,
-                     float beta, const float* key_gate, float head_gate, float scale, float* delta,
-                     float* o);
-
-}  // namespace delta_net
 
 // out [n_tokens, n_embd] = gated delta net of x [n_tokens, n_embd]: projections for all rows at
 // once, then each sequence's rows convolved and run through the delta rule from its cache's

@@ -134,6 +134,21 @@ class HybridDecoder final : public LanguageModel {
   }
 
   const ModelSummary& summary() const override { return summary_; }
+  // Recurrent layers, gated attention and the (shared-expert) FFN are backend ops throughout.
+  bool runs_on_device() const override { return true; }
+
+  bool decode_reads_host(const Backend& backend, const experts::ExpertSource* experts,
+                         const Backend* expert_backend) const override {
+    if (!options_.moe) return false;
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+      if (experts == nullptr ||
+          !moe_decode_stays_on_backend(backend, layers_[size_t(il)].moe.routed, *experts, il,
+                                       moe_scratch_.moe, expert_backend)) {
+        return true;
+      }
+    }
+    return false;
+  }
 
   std::vector<KvLayerSpec> kv_layout() const override {
     std::vector<KvLayerSpec> specs;
@@ -149,7 +164,7 @@ class HybridDecoder final : public LanguageModel {
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;
     attn_scratch_.reserve(backend, shape_, n_batch);
-    delta_scratch_.reserve(delta_shape_, n_batch);
+    delta_scratch_.reserve(backend, delta_shape_, n_batch);
     if (options_.moe) {
       moe_scratch_.reserve(backend, layers_.front().moe, hp_.n_embd, n_batch);
     } else {
@@ -163,11 +178,11 @@ class HybridDecoder final : public LanguageModel {
     }
     const int64_t n = int64_t(request.tokens.size());
     const int64_t n_embd = hp_.n_embd;
-    const Trace trace{request.observer, n};
+    const Trace trace{request.observer, n, &backend};
     float* x = stream_.x.data();
     float* xn = stream_.xn.data();
     float* branch = stream_.branch.data();
-    backend.get_rows(token_embd_, request.tokens.data(), n, x);
+    backend.get_rows(token_embd_, stream_.token_ids(backend, request.tokens), n, x);
     trace("inp_embd", -1, x, n_embd);
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const Layer& l = layers_[size_t(il)];
@@ -186,14 +201,15 @@ class HybridDecoder final : public LanguageModel {
       trace("attn_post_norm", il, xn, n_embd);
       if (options_.moe) {
         experts::ExpertSource& source = *request.experts;
-        shared_expert_moe_route(backend, l.moe, source, il, xn, n, moe_scratch_, trace);
+        shared_expert_moe_route(backend, l.moe, source, il, xn, n, moe_scratch_, trace,
+                                request.expert_backend);
         if (il + 1 < hp_.n_layer) {
           const Layer& next = layers_[size_t(il + 1)];
           shared_expert_moe_prefetch(backend, next.moe, next.ffn_norm, hp_.rms_eps, source, il + 1,
                                      x, n, n_embd, moe_scratch_);
         }
         shared_expert_moe_compute(backend, l.moe, source, il, xn, n, n_embd, moe_scratch_, branch,
-                                  trace);
+                                  trace, request.expert_backend);
       } else {
         glu_ffn(backend, l.ffn, GluActivation::kSilu, il, xn, n, ffn_scratch_, branch, trace);
       }
@@ -201,7 +217,8 @@ class HybridDecoder final : public LanguageModel {
       trace("l_out", il, x, n_embd);
     }
     const LogitRows out = logit_rows(backend, request, x, n, n_embd);
-    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, trace);
+    output_logits(backend, head_, out.x, out.n_rows, hp_.rms_eps, request.logits, stream_.logits,
+                  trace);
   }
 
  private:

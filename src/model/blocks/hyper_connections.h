@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/blocks/trace.h"
 #include "model/weights.h"
 
@@ -39,24 +40,27 @@ struct HyperConnectionWeights {
 HyperConnectionWeights bind_hyper_connection(WeightBinder& binder, const std::string& prefix,
                                              const HyperConnectionShape& shape, bool head);
 
+// Backend memory: the mixers' numbers never leave the backend.
 struct HyperConnectionScratch {
-  std::vector<float> normed;  // [n_batch, n_stream * n_embd]
-  std::vector<float> mixes;   // [n_batch, n_mix]
-  std::vector<float> pre;     // [n_batch, n_stream]
-  std::vector<float> post;    // [n_batch, n_stream]
-  std::vector<float> comb;    // [n_batch, n_stream (src), n_stream (dst)]
-  std::vector<float> mixed;   // [n_batch, n_stream, n_embd]
-  void reserve(const HyperConnectionShape& shape, int64_t n_batch);
+  BackendArray<float> normed;  // [n_batch, n_stream * n_embd]
+  BackendArray<float> mixes;   // [n_batch, n_mix]
+  BackendArray<float> pre;     // [n_batch, n_stream]
+  BackendArray<float> post;    // [n_batch, n_stream]
+  BackendArray<float> comb;    // [n_batch, n_stream (src), n_stream (dst)]
+  BackendArray<float> mixed;   // [n_batch, n_stream, n_embd]
+  void reserve(Backend& backend, const HyperConnectionShape& shape, int64_t n_batch);
 };
 
 // The branch input x [n_tokens, n_embd] from streams [n_tokens, n_stream, n_embd]; leaves post
-// and comb in the scratch for hc_post. `name` and `layer` label the traces.
+// and comb in the scratch for hc_post. `name` and `layer` label the traces. All backend ops
+// (Backend::hyper_mix, hyper_fold): x, streams and the scratch are backend memory.
 void hc_pre(Backend& backend, const HyperConnectionWeights& w, const HyperConnectionShape& s,
             const float* streams, int64_t n_tokens, HyperConnectionScratch& scratch, float* x,
             const char* name, int64_t layer, const Trace& trace);
 
-// streams = post · branch + comb · streams, with the post and comb of the last hc_pre.
-void hc_post(const HyperConnectionShape& s, const float* branch, int64_t n_tokens,
+// streams = post · branch + comb · streams, with the post and comb of the last hc_pre
+// (Backend::hyper_expand into the scratch, then copied back).
+void hc_post(Backend& backend, const HyperConnectionShape& s, const float* branch, int64_t n_tokens,
              HyperConnectionScratch& scratch, float* streams);
 
 // The output head's fold: x [n_tokens, n_embd] from streams, weighted by the head mixer's pre.

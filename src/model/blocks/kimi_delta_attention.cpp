@@ -1,43 +1,12 @@
 // Kimi delta attention in llama.cpp's order: projections, the three convolutions + SiLU, L2
 // norms (eps inside the square root here, unlike the gated delta net's max(norm, eps)), decay and
-// write strength, the delta rule per head (blocks/gated_delta_net's step with a decay per key
-// dimension), RMS norm × sigmoid gate, output projection.
+// write strength, the delta rule per head (Backend::delta_rule with a decay per key dimension),
+// RMS norm × sigmoid gate, output projection — every step a backend op.
 #include "model/blocks/kimi_delta_attention.h"
 
 #include <cmath>
-#include <cstring>
-
-#include "model/blocks/gated_delta_net.h"
 
 namespace sluice::model {
-namespace {
-
-// dst[t * dst_stride ..+ n] = src[t * n ..+ n] for t < n_tokens.
-void scatter_rows(const float* src, float* dst, int64_t dst_stride, int64_t n, int64_t n_tokens) {
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    std::memcpy(dst + t * dst_stride, src + t * n, size_t(n) * sizeof(float));
-  }
-}
-
-// g = softplus(f_b(f_a(x)) + dt_bias) * a[head] per channel, beta = sigmoid(beta logits).
-void decay_and_strength(Backend& backend, const KdaWeights& w, const KdaShape& s, const float* x,
-                        int64_t n_tokens, KdaScratch& scratch) {
-  const int64_t inner = s.inner(), d = s.head_dim;
-  backend.matmul(w.f_a, x, scratch.low.data(), n_tokens);
-  backend.matmul(w.f_b, scratch.low.data(), scratch.gate.data(), n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    float* g = scratch.gate.data() + t * inner;
-    for (int64_t c = 0; c < inner; ++c) {
-      g[c] = delta_net::softplus(g[c] + w.dt_bias[size_t(c)]) * w.a[size_t(c / d)];
-    }
-  }
-  backend.matmul(w.beta, x, scratch.beta.data(), n_tokens);
-  for (int64_t i = 0; i < n_tokens * s.n_head; ++i) {
-    scratch.beta[size_t(i)] = delta_net::sigmoid(scratch.beta[size_t(i)]);
-  }
-}
-
-}  // namespace
 
 KdaWeights bind_kimi_delta_attention(WeightBinder& binder, int64_t layer, const KdaShape& s) {
   KdaWeights w;
@@ -62,17 +31,16 @@ KdaWeights bind_kimi_delta_attention(WeightBinder& binder, int64_t layer, const 
   return w;
 }
 
-void KdaScratch::reserve(const KdaShape& s, int64_t n_batch) {
-  const int64_t inner = s.inner(), c_n = s.conv_channels();
-  proj.resize(size_t(n_batch * inner));
-  qkv.resize(size_t(n_batch * c_n));
-  window.resize(size_t((s.conv_kernel - 1 + n_batch) * c_n));
-  low.resize(size_t(n_batch * s.head_dim));
-  gate.resize(size_t(n_batch * inner));
-  beta.resize(size_t(n_batch * s.n_head));
-  core.resize(size_t(n_batch * inner));
-  ones.assign(size_t(c_n), 1.0f);
-  delta.resize(size_t(s.head_dim));
+void KdaScratch::reserve(Backend& backend, const KdaShape& s, int64_t n_batch) {
+  const int64_t inner = s.inner();
+  proj.resize(backend, size_t(3 * n_batch * inner));
+  qkv.resize(backend, size_t(n_batch * s.conv_channels()));
+  low.resize(backend, size_t(n_batch * s.head_dim));
+  low_gate.resize(backend, size_t(n_batch * s.head_dim));
+  gate.resize(backend, size_t(n_batch * inner));
+  out_gate.resize(backend, size_t(n_batch * inner));
+  beta.resize(backend, size_t(n_batch * s.n_head));
+  core.resize(backend, size_t(n_batch * inner));
   states.reserve(size_t(n_batch));
 }
 
@@ -81,12 +49,25 @@ void kimi_delta_attention(Backend& backend, const KdaWeights& w, const KdaShape&
                           int64_t n_tokens, KdaScratch& scratch, float* out, const Trace& trace) {
   const int64_t inner = s.inner(), c_n = s.conv_channels(), d = s.head_dim, nh = s.n_head;
   float* qkv = scratch.qkv.data();
-  const MatrixView* projections[] = {&w.q, &w.k, &w.v};
-  for (int64_t part = 0; part < 3; ++part) {
-    backend.matmul(*projections[part], x, scratch.proj.data(), n_tokens);
-    scatter_rows(scratch.proj.data(), qkv + part * inner, c_n, inner, n_tokens);
+  const int64_t n_batch = int64_t(scratch.proj.size()) / (3 * inner);
+  // Everything that reads x at once (a backend converts x once): q, k, v, the low-rank halves
+  // of the decay and of the output gate, and beta.
+  float* proj = scratch.proj.data();
+  const MatrixView ws[] = {w.q, w.k, w.v, w.f_a, w.g_a, w.beta};
+  float* const ys[] = {proj,
+                       proj + n_batch * inner,
+                       proj + 2 * n_batch * inner,
+                       scratch.low.data(),
+                       scratch.low_gate.data(),
+                       scratch.beta.data()};
+  backend.matmul_shared_input(ws, ys, 6, x, n_tokens);
+  for (int64_t part = 0; part < 3; ++part) {  // q | k | v side by side in each row
+    backend.copy_strided_rows(ys[part], inner, qkv + part * inner, c_n, n_tokens, inner);
   }
-  decay_and_strength(backend, w, s, x, n_tokens, scratch);
+  // g = softplus(f_b(f_a(x)) + dt_bias) * a[head] per channel, beta = sigmoid(beta logits).
+  backend.matmul(w.f_b, scratch.low.data(), scratch.gate.data(), n_tokens);
+  backend.delta_gates(scratch.beta.data(), nh, scratch.gate.data(), inner, n_tokens,
+                      w.dt_bias.data(), w.a.data(), d);
   trace("kda_g1", layer, scratch.gate.data(), inner);
   trace("kda_beta", layer, scratch.beta.data(), nh);
 
@@ -94,29 +75,30 @@ void kimi_delta_attention(Backend& backend, const KdaWeights& w, const KdaShape&
   scratch.states.clear();
   for (const SequenceRun& run : sequences) {
     scratch.states.push_back(run.kv->recurrent(layer, run.pos0));
-    delta_net::causal_conv_silu(backend, w.conv.data(), c_n, s.conv_kernel, qkv + run.row0 * c_n,
-                                run.n_tokens, scratch.states.back().conv, scratch.window.data(),
-                                scratch.ones.data());
+    backend.causal_conv_silu(qkv + run.row0 * c_n, run.n_tokens, c_n, w.conv.data(), s.conv_kernel,
+                             scratch.states.back().conv);
   }
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    for (int64_t h = 0; h < 2 * nh; ++h) {  // the q heads, then the k heads
-      delta_net::l2_normalize_eps_inside(qkv + t * c_n + h * d, d, s.norm_eps);
-    }
-  }
-  const float scale = 1.0f / std::sqrt(float(d));
+  // The q heads, then the k heads, of every row.
+  backend.l2_norm_heads(qkv, n_tokens, c_n, 2 * nh, d, s.norm_eps, /*eps_inside=*/true);
   for (size_t i = 0; i < sequences.size(); ++i) {
     const SequenceRun& run = sequences[i];
     const RecurrentLayerView& state = scratch.states[i];
-    for (int64_t h = 0; h < nh; ++h) {
-      float* m = state.state + h * d * d;
-      for (int64_t t = run.row0; t < run.row0 + run.n_tokens; ++t) {
-        const float* q = qkv + t * c_n + h * d;
-        delta_net::delta_rule_step(m, d, q, q + inner, q + 2 * inner,
-                                   scratch.beta[size_t(t * nh + h)],
-                                   scratch.gate.data() + t * inner + h * d, 0.0f, scale,
-                                   scratch.delta.data(), scratch.core.data() + t * inner + h * d);
-      }
-    }
+    DeltaRuleCall call;
+    call.q = qkv + run.row0 * c_n;
+    call.k = call.q + inner;
+    call.v = call.q + 2 * inner;
+    call.qk_stride = call.v_stride = c_n;
+    call.beta = scratch.beta.data() + run.row0 * nh;
+    call.gate = scratch.gate.data() + run.row0 * inner;
+    call.key_gate = true;
+    call.state = state.state;
+    call.out = scratch.core.data() + run.row0 * inner;
+    call.out_stride = inner;
+    call.n_tokens = run.n_tokens;
+    call.n_k_heads = call.n_v_heads = nh;
+    call.head_dim = d;
+    call.scale = 1.0f / std::sqrt(float(d));
+    backend.delta_rule(call);
     *state.positions = run.pos0 + run.n_tokens;
   }
   float* core = scratch.core.data();
@@ -124,9 +106,8 @@ void kimi_delta_attention(Backend& backend, const KdaWeights& w, const KdaShape&
 
   // RMS norm per head times sigmoid(g_b(g_a(x))), then the output projection.
   backend.rms_norm(core, w.norm.data(), core, n_tokens * nh, d, s.norm_eps);
-  backend.matmul(w.g_a, x, scratch.low.data(), n_tokens);
-  backend.matmul(w.g_b, scratch.low.data(), scratch.gate.data(), n_tokens);
-  backend.mul_sigmoid(core, scratch.gate.data(), n_tokens * inner);
+  backend.matmul(w.g_b, scratch.low_gate.data(), scratch.out_gate.data(), n_tokens);
+  backend.mul_sigmoid(core, scratch.out_gate.data(), n_tokens * inner);
   backend.matmul(w.out, core, out, n_tokens);
   trace("kda_out", layer, out, s.n_embd);
 }

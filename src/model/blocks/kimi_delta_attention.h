@@ -1,5 +1,5 @@
 // Kimi delta attention (KDA): the recurrent layer of Kimi Linear, as llama.cpp builds it. Like
-// the gated delta net (blocks/gated_delta_net, whose convolution and delta-rule step it shares)
+// the gated delta net (blocks/gated_delta_net, whose convolution and delta-rule ops it shares)
 // but with separate attn_q / attn_k / attn_v projections, each through its own short causal
 // depthwise convolution (ssm_conv1d_{q,k,v}) and SiLU, as many key as value heads, and a decay
 // per key dimension rather than per head:
@@ -7,7 +7,8 @@
 //   S[:, i] *= exp(g[i]);  S += k (beta (v - S k))^T;  o = S q / sqrt(head_dim)
 // with beta = sigmoid(ssm_beta x) and q, k L2-normalised per head. The output is RMS-normed per
 // head (ssm_norm) and multiplied by sigmoid(ssm_g_b(ssm_g_a(x))) — a sigmoid, not SiLU — then
-// projected by attn_output. Its states live in the sequence's KvCache (KvCache::recurrent).
+// projected by attn_output. Its states live in the sequence's KvCache (KvCache::recurrent). Every
+// step is a backend op, so the layer runs on a GPU as on the CPU.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/blocks/trace.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
@@ -50,18 +52,18 @@ struct KdaWeights {
 
 KdaWeights bind_kimi_delta_attention(WeightBinder& binder, int64_t layer, const KdaShape& shape);
 
+// Every buffer is the backend's memory (backend.h); the states live in the KvCache.
 struct KdaScratch {
-  std::vector<float> proj;    // [n_batch, inner] one projection before it joins qkv
-  std::vector<float> qkv;     // [n_batch, 3 inner]
-  std::vector<float> window;  // [conv_kernel - 1 + n_batch, 3 inner]
-  std::vector<float> low;     // [n_batch, head_dim] the low-rank f_a / g_a products
-  std::vector<float> gate;    // [n_batch, inner] g (decay), then the output gate
-  std::vector<float> beta;    // [n_batch, n_head]
-  std::vector<float> core;    // [n_batch, inner] the delta rule's output
-  std::vector<float> ones;    // [3 inner]
-  std::vector<float> delta;   // [head_dim]
+  BackendArray<float> proj;      // [3, n_batch, inner] the q, k and v projections
+  BackendArray<float> qkv;       // [n_batch, 3 inner] them side by side, then convolved
+  BackendArray<float> low;       // [n_batch, head_dim] the decay's low-rank f_a product
+  BackendArray<float> low_gate;  // [n_batch, head_dim] the output gate's g_a product
+  BackendArray<float> gate;      // [n_batch, inner] g (decay)
+  BackendArray<float> out_gate;  // [n_batch, inner] the output gate's logits
+  BackendArray<float> beta;      // [n_batch, n_head]
+  BackendArray<float> core;      // [n_batch, inner] the delta rule's output
   std::vector<RecurrentLayerView> states;
-  void reserve(const KdaShape& shape, int64_t n_batch);
+  void reserve(Backend& backend, const KdaShape& shape, int64_t n_batch);
 };
 
 // out [n_tokens, n_embd] = KDA of x [n_tokens, n_embd]; each sequence's rows continue its

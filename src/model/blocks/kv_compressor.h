@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/kv_cache.h"
 #include "model/weights.h"
 
@@ -45,28 +46,27 @@ struct KvCompressorWeights {
 KvCompressorWeights bind_kv_compressor(WeightBinder& binder, int64_t layer, const char* prefix,
                                        const KvCompressorShape& shape);
 
+// Backend memory.
 struct KvCompressorScratch {
-  std::vector<float> kv, score;  // [n_batch, width]
-  std::vector<float> key;        // [head_dim]
-  std::vector<float> entries;    // [2 * span] one channel's scores
-  void reserve(const KvCompressorShape& shape, int64_t n_batch);
+  BackendArray<float> kv, score;  // [n_batch, width]
+  BackendArray<float> keys;       // [n_batch / ratio + 1, head_dim] the blocks a run completes
+  BackendArray<float> rope;       // [n_batch + 1, n_rot] their rotary parts, ratio rows apart
+  void reserve(Backend& backend, const KvCompressorShape& shape, int64_t n_batch);
 };
 
 // Feeds the rows x [n_tokens, n_embd] of the chunk (the attention's normed input) through the
 // compressor: for every run, its tokens join the state (KV layer state_layer of its cache) and
 // every block they complete writes its key to KV layer keys_layer. rope: the keys' rotation.
+// Backend ops only (Backend::kv_compress, rms_norm, rope, kv_store).
 void kv_compress(Backend& backend, const KvCompressorWeights& w, const KvCompressorShape& s,
                  const RopeConfig& rope, std::span<const SequenceRun> sequences,
                  int64_t state_layer, int64_t keys_layer, const float* x, int64_t n_tokens,
                  KvCompressorScratch& scratch);
 
 // Rotates the last n_rot of head_dim dimensions of x [n_tokens, n_head, head_dim] in place,
-// token t at position pos0 + t; `buffer` holds n_tokens * n_head * n_rot floats.
+// token t at position pos0 + t; `buffer` (backend memory, as x) holds n_tokens * n_head * n_rot
+// floats.
 void rope_tail(Backend& backend, float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim,
-               int64_t pos0, const RopeConfig& rope, std::vector<float>& buffer);
-
-// Writes rows [n_rows, head_dim_k] (one head) into cells first_cell.. of a key-only layer, in the
-// layer's element type.
-void store_key_rows(const KvLayerView& kv, const float* rows, int64_t n_rows, int64_t first_cell);
+               int64_t pos0, const RopeConfig& rope, float* buffer);
 
 }  // namespace sluice::model

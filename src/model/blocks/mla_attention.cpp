@@ -1,21 +1,57 @@
 // Multi-head latent attention, step for step as llama.cpp's deepseek2 graph with is_mla (the
 // split attn_k_b / attn_v_b form): the latent is normed after the rotary parts are split off,
 // the queries are [absorbed latent | roped part] and the cached key [latent | roped part].
+// Every step is a backend op on backend memory (the forward runs on a GPU as it is): column
+// blocks move with copy_strided_rows, the per-head products run as one matmul_experts.
 #include "model/blocks/mla_attention.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
+#include "quant/qtype.h"
 
 namespace sluice::model {
 namespace {
 
-// dst[t * dst_stride ..+ n] = src[t * src_stride ..+ n] for t < n_tokens.
-void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t n,
-               int64_t n_tokens) {
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    std::memcpy(dst + t * dst_stride, src + t * src_stride, size_t(n) * sizeof(float));
+// `heads` as one ExpertStack when they are same-typed, same-shaped and one after another with no
+// gap; count 0 otherwise.
+ExpertStack contiguous_stack(const std::vector<MatrixView>& heads) {
+  if (heads.empty()) return {};
+  const MatrixView& first = heads.front();
+  const auto bytes = row_bytes(first.type, uint64_t(first.n_cols));
+  if (!bytes) return {};
+  const int64_t matrix = int64_t(*bytes) * first.n_rows;
+  for (size_t h = 0; h < heads.size(); ++h) {
+    const MatrixView& m = heads[h];
+    if (m.type != first.type || m.n_cols != first.n_cols || m.n_rows != first.n_rows ||
+        static_cast<const char*>(m.data) !=
+            static_cast<const char*>(first.data) + int64_t(h) * matrix) {
+      return {};
+    }
+  }
+  return ExpertStack{first.type,   first.data,  matrix, int64_t(heads.size()),
+                     first.n_cols, first.n_rows};
+}
+
+// y [n, n_head, heads.n_rows] = each head's matrix times x [n, n_head, heads.n_cols], head h of
+// every token through matrix h: one matmul_experts over the n * n_head rows when the heads form
+// a stack (the CPU's numbers are a matmul of each matrix on its one row, the same as a matmul
+// per head of n tokens for every type that takes no tiled path), else per head, its rows moved
+// out and back (q_head, head: [n, width] scratch).
+void per_head_product(Backend& backend, const std::vector<MatrixView>& heads,
+                      const ExpertStack& stack, const int32_t* head_ids, const float* x, float* y,
+                      int64_t n, float* q_head, float* head) {
+  const int64_t n_head = int64_t(heads.size());
+  if (stack.count > 0) {
+    backend.matmul_experts(stack, head_ids, n * n_head, x, false, y);
+    return;
+  }
+  for (int64_t h = 0; h < n_head; ++h) {
+    const MatrixView& w = heads[size_t(h)];
+    backend.copy_strided_rows(x + h * w.n_cols, n_head * w.n_cols, q_head, w.n_cols, n, w.n_cols);
+    backend.matmul(w, q_head, head, n);
+    backend.copy_strided_rows(head, w.n_rows, y + h * w.n_rows, n_head * w.n_rows, n, w.n_rows);
   }
 }
 
@@ -84,25 +120,36 @@ MlaWeights bind_mla_attention(WeightBinder& binder, int64_t layer, const MlaShap
     w.wv_b = binder.matrix_stack(layer_tensor(layer, "attn_v_b.weight"), s.kv_lora_rank,
                                  s.head_dim_v, s.n_head);
   }
+  w.k_b_stack = contiguous_stack(w.wk_b);
+  w.v_b_stack = contiguous_stack(w.wv_b);
   w.wo =
       binder.matrix(layer_tensor(layer, "attn_output.weight"), s.n_head * s.head_dim_v, s.n_embd);
   return w;
 }
 
-void MlaScratch::reserve(const MlaShape& s, int64_t n_batch) {
+void MlaScratch::reserve(Backend& backend, const MlaShape& s, int64_t n_batch) {
   const int64_t dk = s.kv_lora_rank + s.n_rot;
-  q_a.resize(size_t(n_batch * s.q_lora_rank));
-  q.resize(size_t(n_batch * s.n_head * s.head_dim_q()));
-  kv.resize(size_t(n_batch * dk));
-  q_pe.resize(size_t(n_batch * s.n_head * s.n_rot));
-  k_pe.resize(size_t(n_batch * s.n_rot));
-  q_head.resize(size_t(n_batch * std::max(s.head_dim_nope, s.kv_lora_rank)));
-  head.resize(size_t(n_batch * std::max(s.kv_lora_rank, s.head_dim_v)));
-  q_mqa.resize(size_t(n_batch * s.n_head * dk));
-  k_row.resize(size_t(n_batch * dk));
-  v_row.resize(size_t(n_batch * s.kv_lora_rank));
-  latent.resize(size_t(n_batch * s.n_head * s.kv_lora_rank));
-  attn.resize(size_t(n_batch * s.n_head * s.head_dim_v));
+  const int64_t rows = n_batch * s.n_head;  // (token, head) rows
+  const auto grow = [&](BackendArray<float>& a, int64_t n) { a.resize(backend, size_t(n)); };
+  grow(q_a, n_batch * std::max<int64_t>(s.q_lora_rank, 1));
+  grow(q, rows * s.head_dim_q());
+  grow(kv, n_batch * dk);
+  grow(q_pe, rows * s.n_rot);
+  grow(k_pe, n_batch * s.n_rot);
+  grow(q_nope, rows * s.head_dim_nope);
+  grow(q_absorb, rows * s.kv_lora_rank);
+  grow(q_head, n_batch * std::max(s.head_dim_nope, s.kv_lora_rank));
+  grow(head, n_batch * std::max(s.kv_lora_rank, s.head_dim_v));
+  grow(q_mqa, rows * dk);
+  grow(k_row, n_batch * dk);
+  grow(v_row, n_batch * s.kv_lora_rank);
+  grow(latent, rows * s.kv_lora_rank);
+  grow(attn, rows * s.head_dim_v);
+  // Row t * n_head + h reads matrix h; the same table for every layer and chunk, so uploaded once.
+  std::vector<int32_t> ids(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) ids[size_t(r)] = int32_t(r % s.n_head);
+  head_ids.resize(backend, ids.size());
+  backend.upload(head_ids.data(), ids.data(), ids.size() * sizeof(int32_t));
 }
 
 // Everything before the cache write: the queries attention reads (scratch.q_mqa) and the key and
@@ -127,8 +174,8 @@ void mla_project(Backend& backend, const MlaWeights& w, const MlaShape& s, const
   trace("kv_cmpr_pe", layer, kv, dk);
 
   // The rotary parts, gathered into whole heads of n_rot for the rotation.
-  copy_rows(q + nope, dq, m.q_pe.data(), n_rot, n_rot, n * n_head);
-  copy_rows(kv + lora, dk, m.k_pe.data(), n_rot, n_rot, n);
+  backend.copy_strided_rows(q + nope, dq, m.q_pe.data(), n_rot, n * n_head, n_rot);
+  backend.copy_strided_rows(kv + lora, dk, m.k_pe.data(), n_rot, n, n_rot);
   for (const SequenceRun& run : sequences) {
     backend.rope(m.q_pe.data() + run.row0 * n_head * n_rot, run.n_tokens, n_head, n_rot, run.pos0,
                  rope);
@@ -137,22 +184,21 @@ void mla_project(Backend& backend, const MlaWeights& w, const MlaShape& s, const
   trace("q_pe", layer, m.q_pe.data(), n_head * n_rot);
   trace("k_pe", layer, m.k_pe.data(), n_rot);
 
-  // Cached rows: key [normed latent | roped key part], value the normed latent itself (llama.cpp
-  // stores the key alone and reads the value as a view of its first kv_lora_rank elements).
-  for (int64_t t = 0; t < n; ++t) {
-    backend.rms_norm(kv + t * dk, w.kv_a_norm.data(), m.k_row.data() + t * dk, 1, lora, s.norm_eps);
-  }
-  copy_rows(m.k_pe.data(), n_rot, m.k_row.data() + lora, dk, n_rot, n);
-  copy_rows(m.k_row.data(), dk, m.v_row.data(), lora, lora, n);
+  // Cached rows: value the normed latent (made contiguous so that one call norms every token),
+  // key [normed latent | roped key part] (llama.cpp stores the key alone and reads the value as
+  // a view of its first kv_lora_rank elements).
+  backend.copy_strided_rows(kv, dk, m.v_row.data(), lora, n, lora);
+  backend.rms_norm(m.v_row.data(), w.kv_a_norm.data(), m.v_row.data(), n, lora, s.norm_eps);
+  backend.copy_strided_rows(m.v_row.data(), lora, m.k_row.data(), dk, n, lora);
+  backend.copy_strided_rows(m.k_pe.data(), n_rot, m.k_row.data() + lora, dk, n, n_rot);
 
   // Queries [absorbed | roped]: each head's non-rotary part taken into latent space by its
   // attn_k_b.
-  for (int64_t h = 0; h < n_head; ++h) {
-    copy_rows(q + h * dq, n_head * dq, m.q_head.data(), nope, nope, n);
-    backend.matmul(w.wk_b[size_t(h)], m.q_head.data(), m.head.data(), n);
-    copy_rows(m.head.data(), lora, m.q_mqa.data() + h * dk, n_head * dk, lora, n);
-  }
-  copy_rows(m.q_pe.data(), n_rot, m.q_mqa.data() + lora, dk, n_rot, n * n_head);
+  backend.copy_strided_rows(q, dq, m.q_nope.data(), nope, n * n_head, nope);
+  per_head_product(backend, w.wk_b, w.k_b_stack, m.head_ids.data(), m.q_nope.data(),
+                   m.q_absorb.data(), n, m.q_head.data(), m.head.data());
+  backend.copy_strided_rows(m.q_absorb.data(), lora, m.q_mqa.data(), dk, n * n_head, lora);
+  backend.copy_strided_rows(m.q_pe.data(), n_rot, m.q_mqa.data() + lora, dk, n * n_head, n_rot);
   trace("Qcur", layer, m.q_mqa.data(), n_head * dk);
   trace("Kcur", layer, m.k_row.data(), dk);
   trace("Vcur", layer, m.v_row.data(), lora);
@@ -185,15 +231,11 @@ void mla_attend(Backend& backend, const MlaShape& s, float scale,
 
 void mla_output(Backend& backend, const MlaWeights& w, const MlaShape& s, int64_t layer,
                 int64_t n_tokens, MlaScratch& m, float* out, const Trace& trace) {
-  const int64_t n = n_tokens, n_head = s.n_head, lora = s.kv_lora_rank, dv = s.head_dim_v;
   // Each head's latent output through its attn_v_b.
-  for (int64_t h = 0; h < n_head; ++h) {
-    copy_rows(m.latent.data() + h * lora, n_head * lora, m.q_head.data(), lora, lora, n);
-    backend.matmul(w.wv_b[size_t(h)], m.q_head.data(), m.head.data(), n);
-    copy_rows(m.head.data(), dv, m.attn.data() + h * dv, n_head * dv, dv, n);
-  }
-  trace("kqv_out", layer, m.attn.data(), n_head * dv);
-  backend.matmul(w.wo, m.attn.data(), out, n);
+  per_head_product(backend, w.wv_b, w.v_b_stack, m.head_ids.data(), m.latent.data(), m.attn.data(),
+                   n_tokens, m.q_head.data(), m.head.data());
+  trace("kqv_out", layer, m.attn.data(), s.n_head * s.head_dim_v);
+  backend.matmul(w.wo, m.attn.data(), out, n_tokens);
   trace("attn_out", layer, out, s.n_embd);
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/blocks/selected_attention.h"
 #include "model/blocks/trace.h"
 #include "model/kv_cache.h"
@@ -42,7 +43,12 @@ struct MlaWeights {
   std::vector<float> kv_a_norm;  // [kv_lora]
   std::vector<MatrixView> wk_b;  // n_head × [head_dim_nope, kv_lora]
   std::vector<MatrixView> wv_b;  // n_head × [kv_lora, head_dim_v]
-  MatrixView wo;                 // [n_head * head_dim_v, n_embd]
+  // wk_b / wv_b as one stack when the heads lie one after another (attn_k_b / attn_v_b of a
+  // GGUF, the transposed K of a snapshot): each product is then one matmul_experts over every
+  // (token, head) row instead of a matmul per head. count 0: apart (a snapshot's V heads).
+  ExpertStack k_b_stack;
+  ExpertStack v_b_stack;
+  MatrixView wo;  // [n_head * head_dim_v, n_embd]
   // wk_b's bytes when the file has each head's K up-projection untransposed (a Hugging Face
   // snapshot's kv_b_proj, "attn_k_b_t.H"): transposed here once, in its own type.
   std::vector<uint8_t> k_b_storage;
@@ -54,21 +60,24 @@ struct MlaWeights {
 // attn_kv_b are refused.
 MlaWeights bind_mla_attention(WeightBinder& binder, int64_t layer, const MlaShape& shape);
 
-// Scratch of one chunk (n = n_batch).
+// Scratch of one chunk (n = n_batch), all backend memory.
 struct MlaScratch {
-  std::vector<float> q_a;     // [n, q_lora]
-  std::vector<float> q;       // [n, n_head, head_dim_q]
-  std::vector<float> kv;      // [n, kv_lora + n_rot] compressed latent and shared key part
-  std::vector<float> q_pe;    // [n, n_head, n_rot]
-  std::vector<float> k_pe;    // [n, n_rot]
-  std::vector<float> q_head;  // [n, max(head_dim_nope, kv_lora)] one head's rows
-  std::vector<float> head;    // [n, max(kv_lora, head_dim_v)] one head's product
-  std::vector<float> q_mqa;   // [n, n_head, kv_lora + n_rot] the queries attention reads
-  std::vector<float> k_row;   // [n, kv_lora + n_rot] cached key rows
-  std::vector<float> v_row;   // [n, kv_lora] cached value rows
-  std::vector<float> latent;  // [n, n_head, kv_lora] attention's output
-  std::vector<float> attn;    // [n, n_head * head_dim_v]
-  void reserve(const MlaShape& shape, int64_t n_batch);
+  BackendArray<float> q_a;         // [n, q_lora]
+  BackendArray<float> q;           // [n, n_head, head_dim_q]
+  BackendArray<float> kv;          // [n, kv_lora + n_rot] compressed latent and shared key part
+  BackendArray<float> q_pe;        // [n, n_head, n_rot]
+  BackendArray<float> k_pe;        // [n, n_rot]
+  BackendArray<float> q_nope;      // [n, n_head, head_dim_nope] the queries' non-rotary parts
+  BackendArray<float> q_absorb;    // [n, n_head, kv_lora] those parts through attn_k_b
+  BackendArray<float> q_head;      // [n, max(head_dim_nope, kv_lora)] one head's rows (no stack)
+  BackendArray<float> head;        // [n, max(kv_lora, head_dim_v)] one head's product (no stack)
+  BackendArray<float> q_mqa;       // [n, n_head, kv_lora + n_rot] the queries attention reads
+  BackendArray<float> k_row;       // [n, kv_lora + n_rot] cached key rows
+  BackendArray<float> v_row;       // [n, kv_lora] cached value rows
+  BackendArray<float> latent;      // [n, n_head, kv_lora] attention's output
+  BackendArray<float> attn;        // [n, n_head * head_dim_v]
+  BackendArray<int32_t> head_ids;  // [n, n_head] = h: the stack matrix of each (token, head) row
+  void reserve(Backend& backend, const MlaShape& shape, int64_t n_batch);
 };
 
 // out [n_tokens, n_embd] = MLA(x [n_tokens, n_embd]); appends each sequence's latent rows to its

@@ -80,17 +80,6 @@ void gate_and_up(Backend& backend, const MoeFfnWeights& w, const experts::Expert
   backend.gather_rows(s.gate_up.data(), s.halves.data() + m, m, w.n_ff, s.up.data());
 }
 
-}  // namespace
-
-void clamp_swiglu(float* gate, float* up, int64_t n, float limit) {
-  for (int64_t i = 0; i < n; ++i) {
-    gate[i] = std::min(gate[i], limit);
-    up[i] = std::clamp(up[i], -limit, limit);
-  }
-}
-
-namespace {
-
 // Runs one expert's gated FFN on the tokens routed to it and files each output row under
 // (token, choice). Biases follow llama.cpp's order: up, gate and down each right after their
 // matmul.
@@ -108,7 +97,9 @@ void run_expert(Backend& backend, const MoeFfnWeights& w, const experts::ExpertW
   gate_and_up(backend, w, ew, expert, m, s);
   add_expert_bias(backend, w.up_bias, expert, s.up.data(), m, w.n_ff);
   add_expert_bias(backend, w.gate_bias, expert, s.gate.data(), m, w.n_ff);
-  if (w.swiglu_limit > 0.0f) clamp_swiglu(s.gate.data(), s.up.data(), m * w.n_ff, w.swiglu_limit);
+  if (w.swiglu_limit > 0.0f) {
+    backend.clamp_swiglu(s.gate.data(), s.up.data(), m * w.n_ff, w.swiglu_limit);
+  }
   backend.glu(w.act, s.gate.data(), s.up.data(), m, w.n_ff);
   backend.matmul(ew.part(ExpertPart::kDown), s.gate.data(), s.y_expert.data(), m);
   scale_by_expert(backend, w.down_scale, expert, s.y_expert.data(), m, n_embd);
@@ -190,21 +181,22 @@ void MoeScratch::use_stacks(Backend& backend, const MoeFfnWeights& w, int64_t n_
   group_offsets.reserve(size_t(rows + 1));
   row_tokens.reserve(size_t(rows));
   row_slots.reserve(size_t(rows));
+  row_experts.reserve(size_t(rows));
+  expert_ids.resize(backend, size_t(rows));
   stacked = true;
 }
 
 namespace {
 
 // A layer's expert stacks, when the stacked path can run it: gate and up apart, and none of the
-// per-expert biases, scales or clamps the per-expert path applies.
+// per-expert scales or clamps the per-expert path applies (per-expert biases it adds by id).
 struct LayerStacks {
   ExpertStack gate, up, down;
 };
 
 bool layer_stacks(const MoeFfnWeights& w, const experts::ExpertSource& source, int64_t layer,
                   LayerStacks& out) {
-  if (w.fused_gate_up || !w.gate_bias.empty() || !w.up_bias.empty() || !w.down_bias.empty() ||
-      !w.gate_scale.empty() || !w.up_scale.empty() || !w.down_scale.empty() ||
+  if (w.fused_gate_up || !w.gate_scale.empty() || !w.up_scale.empty() || !w.down_scale.empty() ||
       w.swiglu_limit > 0.0f) {
     return false;
   }
@@ -311,14 +303,28 @@ void compute_experts(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
   combine_choices(backend, w, n_tokens, n_embd, s, out);
 }
 
+bool has_expert_biases(const MoeFfnWeights& w) {
+  return !w.gate_bias.empty() || !w.up_bias.empty() || !w.down_bias.empty();
+}
+
+// The stacked paths' bias step: x [m, n] += each row's expert's row of `table` (if any), the
+// experts' ids in backend memory — the per-expert path's add_bias, row by row.
+void add_bias_rows(Backend& backend, const MoeFfnWeights& w, const std::vector<float>& table,
+                   const int32_t* ids, float* x, int64_t m, int64_t n) {
+  if (!table.empty()) backend.add_expert_bias(x, table.data(), w.config.n_expert, ids, m, n);
+}
+
 // One token on the stacked path: gate and up of the k choices (one shared-input product, the CPU
-// runs both as one loop), their GLU, down, the weighted sum. The choices are in backend memory
-// already, or were made on the host (a source that loads: every one acquired, then looked up in
-// its stack).
+// runs both as one loop), their bias rows, their GLU, down and its bias rows, the weighted sum.
+// The choices are in backend memory already, or were made on the host (a source that loads:
+// every one acquired, then looked up in its stack).
 void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                             int64_t layer, const LayerStacks& stacks, const float* x,
                             int64_t n_embd, MoeScratch& s, float* out) {
   const int64_t k = w.config.n_expert_used;
+  // Chosen on the backend, the source keeps every expert at stack index id (always_in_stack):
+  // the choices are the bias rows' ids too.
+  const int32_t* bias_ids = s.choice_ids.data();
   if (!s.selected_on_backend) {
     s.row_slots.resize(size_t(k));
     for (int64_t c = 0; c < k; ++c) {
@@ -328,20 +334,28 @@ void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::E
     }
     backend.upload(s.choice_ids.data(), s.row_slots.data(), size_t(k) * sizeof(int32_t));
     backend.upload(s.choice_weights.data(), s.router.weights.data(), size_t(k) * sizeof(float));
+    if (has_expert_biases(w)) {
+      backend.upload(s.expert_ids.data(), s.router.selected.data(), size_t(k) * sizeof(int32_t));
+      bias_ids = s.expert_ids.data();
+    }
   }
   const ExpertStack gate_up[] = {stacks.gate, stacks.up};
   float* const gate_up_out[] = {s.grouped_gate.data(), s.grouped_up.data()};
   backend.matmul_experts_shared_input(gate_up, gate_up_out, 2, s.choice_ids.data(), k, x);
+  add_bias_rows(backend, w, w.up_bias, bias_ids, s.grouped_up.data(), k, w.n_ff);
+  add_bias_rows(backend, w, w.gate_bias, bias_ids, s.grouped_gate.data(), k, w.n_ff);
   backend.glu(w.act, s.grouped_gate.data(), s.grouped_up.data(), k, w.n_ff);
   backend.matmul_experts(stacks.down, s.choice_ids.data(), k, s.grouped_gate.data(), false,
                          s.outputs.data());
+  add_bias_rows(backend, w, w.down_bias, bias_ids, s.outputs.data(), k, n_embd);
   if (!s.selected_on_backend) source.release(layer);
   backend.weighted_sum(s.outputs.data(), s.choice_weights.data(), 1, k, n_embd, out);
 }
 
 // A chunk on the stacked path: per window of acquired experts, the rows routed to them gathered
 // expert by expert (tokens in order, as the per-expert path takes them), gate / up / down as one
-// grouped product each, the results scattered to (token, choice); then the weighted sum.
+// grouped product each (each followed by its bias rows, the rows' expert ids uploaded once), the
+// results scattered to (token, choice); then the weighted sum.
 void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                      int64_t layer, const LayerStacks& stacks, const float* x, int64_t n_tokens,
                      int64_t n_embd, MoeScratch& s, float* out) {
@@ -352,6 +366,7 @@ void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
     s.group_offsets.clear();
     s.row_tokens.clear();
     s.row_slots.clear();
+    s.row_experts.clear();
     for (size_t i = begin; i < end; ++i) {
       const int32_t expert = s.experts[i];
       source.wait(layer, expert);
@@ -362,6 +377,7 @@ void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
         const int32_t slot = s.bucket_rows[size_t(r)];  // token * k + choice
         s.row_tokens.push_back(int32_t(slot / k));
         s.row_slots.push_back(slot);
+        s.row_experts.push_back(expert);
       }
     }
     const int64_t m = int64_t(s.row_tokens.size());
@@ -372,9 +388,16 @@ void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
                                  s.grouped_in.data(), s.grouped_gate.data());
     backend.matmul_expert_groups(stacks.up, s.group_ids.data(), s.group_offsets.data(), n_groups,
                                  s.grouped_in.data(), s.grouped_up.data());
+    const int32_t* bias_ids = s.expert_ids.data();
+    if (has_expert_biases(w)) {
+      backend.upload(s.expert_ids.data(), s.row_experts.data(), size_t(m) * sizeof(int32_t));
+    }
+    add_bias_rows(backend, w, w.up_bias, bias_ids, s.grouped_up.data(), m, w.n_ff);
+    add_bias_rows(backend, w, w.gate_bias, bias_ids, s.grouped_gate.data(), m, w.n_ff);
     backend.glu(w.act, s.grouped_gate.data(), s.grouped_up.data(), m, w.n_ff);
     backend.matmul_expert_groups(stacks.down, s.group_ids.data(), s.group_offsets.data(), n_groups,
                                  s.grouped_gate.data(), s.grouped_out.data());
+    add_bias_rows(backend, w, w.down_bias, bias_ids, s.grouped_out.data(), m, n_embd);
     backend.scatter_rows(s.grouped_out.data(), s.row_slots.data(), m, n_embd, s.outputs.data());
   });
   combine_choices(backend, w, n_tokens, n_embd, s, out);

@@ -33,13 +33,10 @@ struct MoeFfnWeights {
   // the matmul as llama.cpp does. A fused gate_up stack takes the up scale. Empty when none.
   std::vector<float> gate_scale, up_scale, down_scale;
   bool fused_gate_up = false;  // ffn_gate_up_exps: one [n_embd, 2 n_ff] matmul, gate rows first
-  // > 0: DeepSeek V4's clamped SwiGLU, silu(min(gate, limit)) * clamp(up, ±limit). 0: none.
+  // > 0: DeepSeek V4's clamped SwiGLU, silu(min(gate, limit)) * clamp(up, ±limit)
+  // (Backend::clamp_swiglu). 0: none.
   float swiglu_limit = 0.0f;
 };
-
-// DeepSeek V4's SwiGLU clamps on n gate and up values, in place: gate to at most limit, up to
-// [-limit, limit].
-void clamp_swiglu(float* gate, float* up, int64_t n, float limit);
 
 // Binds blk.<layer>.ffn_gate_inp.weight (+ optional exp_probs_b.bias), the expert stacks
 // ffn_{gate,up,down}_exps.weight — or ffn_gate_up_exps.weight + ffn_down_exps.weight, the fused
@@ -76,11 +73,15 @@ struct MoeScratch {
   bool selected_on_backend = false;    // this call's choices were made on the backend
   BackendArray<int32_t> choice_ids;    // [n_batch * k] stack indices of the choices
   BackendArray<float> choice_weights;  // [n_batch * k] their weights
-  BackendArray<float> grouped_in, grouped_out;     // [n_batch * k, n_embd] rows by expert
-  BackendArray<float> grouped_gate, grouped_up;    // [n_batch * k, n_ff]
-  std::vector<int32_t> group_ids;                  // stack index of each group's expert
-  std::vector<int64_t> group_offsets;              // first row of each group, then the end
-  std::vector<int32_t> row_tokens, row_slots;      // [n_batch * k] each grouped row's token, output
+  BackendArray<float> grouped_in, grouped_out;   // [n_batch * k, n_embd] rows by expert
+  BackendArray<float> grouped_gate, grouped_up;  // [n_batch * k, n_ff]
+  std::vector<int32_t> group_ids;                // stack index of each group's expert
+  std::vector<int64_t> group_offsets;            // first row of each group, then the end
+  std::vector<int32_t> row_tokens, row_slots;    // [n_batch * k] each grouped row's token, output
+  std::vector<int32_t> row_experts;              // [n_batch * k] each grouped row's expert id
+  // [n_batch * k] expert ids of the stacked rows (row_experts, or a decode token's choices made
+  // on the host), for their per-expert bias rows: stack indices need not be expert ids.
+  BackendArray<int32_t> expert_ids;
   std::vector<int64_t> bucket_start, bucket_fill;  // [n_expert + 1] each expert's first row
   std::vector<int32_t> bucket_rows;                // [n_batch * k] token * k + choice, by expert
   // Hybrid placement (experts on another backend): that backend's scratch, made on first use,
@@ -102,7 +103,8 @@ struct MoeScratch {
 // On a backend whose memory is not the host's (a GPU) with a source that has stacks
 // (ExpertSource::stack), the experts are multiplied by stack index: a decode token's k choices
 // in one product per part — chosen on the backend when the source needs no acquire, so the step
-// reads nothing back — and a chunk's rows grouped by expert, one product per part for all. The
+// reads nothing back — and a chunk's rows grouped by expert, one product per part for all; the
+// per-expert biases (gpt-oss) follow each product as Backend::add_expert_bias by expert id. The
 // numbers do not depend on the source: a device's slots and the resident file give the same.
 void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                int64_t layer, const float* x, int64_t n_tokens, MoeScratch& scratch,

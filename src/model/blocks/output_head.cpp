@@ -31,6 +31,7 @@ void output_logits(Backend& backend, const OutputHead& head, float* x, int64_t n
   rows("result_output", -1, out, head.output.n_rows);
   if (finish.scale != 1.0f) backend.scale(out, finish.scale, n_logits);
   if (finish.softcap > 0.0f) backend.softcap(out, finish.softcap, n_logits);
+  if (finish.scale_after != 1.0f) backend.scale(out, finish.scale_after, n_logits);
   if (out != logits) backend.download(logits, out, size_t(n_logits) * sizeof(float));
 }
 

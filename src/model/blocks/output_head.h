@@ -36,6 +36,9 @@ LogitRows logit_rows(Backend& backend, const ForwardRequest& request, float* x, 
 struct LogitsFinish {
   float scale = 1.0f;    // 1: none
   float softcap = 0.0f;  // 0: none
+  // 1: none; else the capped logits times it (Gemma 4 caps as scale 1/cap, tanh, scale cap:
+  // {1 / cap, 1, cap}, whose roundings differ from softcap = cap).
+  float scale_after = 1.0f;
 };
 
 // logits [n_rows, n_vocab] (host memory) from x [n_rows, n_embd] (x is normed in place). On a

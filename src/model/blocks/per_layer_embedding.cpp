@@ -2,7 +2,6 @@
 #include "model/blocks/per_layer_embedding.h"
 
 #include <cmath>
-#include <cstring>
 
 namespace sluice::model {
 
@@ -28,13 +27,14 @@ PerLayerEmbeddingWeights bind_per_layer_embedding(WeightBinder& binder, int64_t 
   return w;
 }
 
-void PerLayerEmbeddingScratch::reserve(const PerLayerEmbeddingWeights& w, int64_t n_batch) {
+void PerLayerEmbeddingScratch::reserve(Backend& backend, const PerLayerEmbeddingWeights& w,
+                                       int64_t n_batch) {
   const int64_t n_all = w.n_embd_per_layer * w.n_layer;
-  inputs.resize(size_t(n_batch * n_all));
-  selected.resize(size_t(n_batch * n_all));
-  gate.resize(size_t(n_batch * w.n_embd_per_layer));
-  input.resize(size_t(n_batch * w.n_embd_per_layer));
-  out.resize(size_t(n_batch * w.n_embd));
+  inputs.resize(backend, size_t(n_batch * n_all));
+  selected.resize(backend, size_t(n_batch * n_all));
+  gate.resize(backend, size_t(n_batch * w.n_embd_per_layer));
+  input.resize(backend, size_t(n_batch * w.n_embd_per_layer));
+  out.resize(backend, size_t(n_batch * w.n_embd));
 }
 
 void per_layer_inputs(Backend& backend, const PerLayerEmbeddingWeights& w, const int32_t* tokens,
@@ -65,10 +65,9 @@ void add_per_layer_input(Backend& backend, const PerLayerEmbeddingWeights& w, in
   const PerLayerEmbeddingLayer& l = w.layers[size_t(layer)];
   const int64_t n_pl = w.n_embd_per_layer;
   const int64_t n_all = n_pl * w.n_layer;
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    std::memcpy(s.input.data() + t * n_pl, s.inputs.data() + t * n_all + layer * n_pl,
-                size_t(n_pl) * sizeof(float));
-  }
+  // This layer's slice of every token's vectors: a column block of the rows.
+  backend.copy_strided_rows(s.inputs.data() + layer * n_pl, n_all, s.input.data(), n_pl, n_tokens,
+                            n_pl);
   backend.matmul(l.inp_gate, x, s.gate.data(), n_tokens);
   // gelu(gate) * input is a GeGLU with the layer's vector as its "up" half; ggml's GELU and
   // GeGLU share the F16 table, so the numbers are those of llama.cpp's gelu-then-multiply.

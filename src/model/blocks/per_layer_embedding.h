@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "model/blocks/trace.h"
 #include "model/weights.h"
 
@@ -36,17 +37,19 @@ PerLayerEmbeddingWeights bind_per_layer_embedding(WeightBinder& binder, int64_t 
                                                   int64_t n_embd_per_layer, int64_t n_layer,
                                                   int64_t n_vocab);
 
+// The backend's memory, like the rest of the forward's activations.
 struct PerLayerEmbeddingScratch {
-  std::vector<float> inputs;    // [n_batch, n_layer, n_embd_per_layer] every layer's vector
-  std::vector<float> selected;  // [n_batch, n_layer, n_embd_per_layer] the looked-up rows
-  std::vector<float> gate;      // [n_batch, n_embd_per_layer]
-  std::vector<float> input;     // [n_batch, n_embd_per_layer] one layer's vectors, gathered
-  std::vector<float> out;       // [n_batch, n_embd]
-  void reserve(const PerLayerEmbeddingWeights& w, int64_t n_batch);
+  BackendArray<float> inputs;    // [n_batch, n_layer, n_embd_per_layer] every layer's vector
+  BackendArray<float> selected;  // [n_batch, n_layer, n_embd_per_layer] the looked-up rows
+  BackendArray<float> gate;      // [n_batch, n_embd_per_layer]
+  BackendArray<float> input;     // [n_batch, n_embd_per_layer] one layer's vectors, gathered
+  BackendArray<float> out;       // [n_batch, n_embd]
+  void reserve(Backend& backend, const PerLayerEmbeddingWeights& w, int64_t n_batch);
 };
 
-// Every layer's input vectors for the chunk's tokens, from their ids and x [n_tokens, n_embd], the
-// token embeddings already scaled as the first layer sees them.
+// Every layer's input vectors for the chunk's tokens, from their ids (as get_rows reads them: the
+// backend's memory where it is not the host's) and x [n_tokens, n_embd], the token embeddings
+// already scaled as the first layer sees them.
 void per_layer_inputs(Backend& backend, const PerLayerEmbeddingWeights& w, const int32_t* tokens,
                       const float* x, int64_t n_tokens, float eps, PerLayerEmbeddingScratch& s,
                       const Trace& trace);

@@ -16,6 +16,11 @@ ExpertSelection expert_selection(const RouterConfig& c) {
   s.n_group_used = c.n_group_used;
   s.norm_weights = c.norm_weights;
   s.weights_scale = c.weights_scale;
+  // What the gate hands Backend::select_experts: the softmax's probabilities, or logits whose
+  // sigmoid it takes or whose chosen it softmaxes. sqrt-softplus stays a host step.
+  s.scoring = c.gating == ExpertGating::kSigmoid         ? ExpertScoring::kSigmoid
+              : c.gating == ExpertGating::kSoftmaxWeight ? ExpertScoring::kSoftmaxChosen
+                                                         : ExpertScoring::kProbabilities;
   return s;
 }
 
@@ -54,15 +59,15 @@ const float* gate_scores(Backend& backend, const RouterWeights& w, const RouterC
 }  // namespace
 
 bool selects_on_backend(const RouterConfig& c, const RouterScratch& s) {
-  return c.gating == ExpertGating::kSoftmax && s.given == nullptr;
+  return c.gating != ExpertGating::kSqrtSoftplus && s.given == nullptr;
 }
 
 void route_tokens_on_backend(Backend& backend, const RouterWeights& w, const RouterConfig& c,
                              int64_t layer, const float* x, int64_t n_tokens, RouterScratch& s,
                              int32_t* selected, float* weights) {
   if (!selects_on_backend(c, s)) fail("router: this gating cannot choose on the backend");
-  const float* probs = gate_scores(backend, w, c, layer, x, n_tokens, s, {});
-  backend.select_experts(probs, w.selection_bias.empty() ? nullptr : w.selection_bias.data(),
+  const float* scores = gate_scores(backend, w, c, layer, x, n_tokens, s, {});
+  backend.select_experts(scores, w.selection_bias.empty() ? nullptr : w.selection_bias.data(),
                          n_tokens, expert_selection(c), selected, weights);
 }
 
@@ -86,8 +91,7 @@ void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& 
   Trace host_trace = trace;
   host_trace.backend = nullptr;
   if (c.gating == ExpertGating::kSigmoid) {
-    for (int64_t i = 0; i < n_tokens * c.n_expert; ++i)
-      probs[i] = 1.0f / (1.0f + std::exp(-probs[i]));
+    for (int64_t i = 0; i < n_tokens * c.n_expert; ++i) probs[i] = sigmoid_probability(probs[i]);
   } else if (c.gating == ExpertGating::kSqrtSoftplus) {
     // ggml's softplus (linear above 20), then its sqrt.
     for (int64_t i = 0; i < n_tokens * c.n_expert; ++i) {

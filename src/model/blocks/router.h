@@ -59,18 +59,21 @@ ExpertSelection expert_selection(const RouterConfig& config);
 
 // Routes x [n_tokens, n_embd]: fills scratch.selected and scratch.weights. The gate's product (and
 // its bias and softmax) run on the backend; the probabilities are read back and the selection
-// is made on the host — but for a chunk on a GPU with a softmax router and no trace, which
-// chooses on the device (route_tokens_on_backend) and reads back only the choices.
+// is made on the host — but for a chunk on a GPU whose router can choose there
+// (selects_on_backend) and no trace, which chooses on the device (route_tokens_on_backend) and
+// reads back only the choices.
 void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& config,
                   int64_t layer, const float* x, int64_t n_tokens, RouterScratch& scratch,
                   const Trace& trace);
 
-// Whether the choice can stay on the backend (route_tokens_on_backend): the probabilities are a
-// softmax the backend computes and the caller gives no experts.
+// Whether the choice can stay on the backend (route_tokens_on_backend): Backend::select_experts
+// knows the gating (softmax, sigmoid, softmax of the chosen logits; not sqrt-softplus) and the
+// caller gives no experts.
 bool selects_on_backend(const RouterConfig& config, const RouterScratch& scratch);
 
-// Routes x [n_tokens, n_embd] without leaving the backend: the gate, its softmax and
-// Backend::select_experts, into selected / weights [n_tokens, n_expert_used] (backend memory).
+// Routes x [n_tokens, n_embd] without leaving the backend: the gate (+ bias), its softmax where
+// that is the gating, and Backend::select_experts (which takes the sigmoid, or the softmax of the
+// chosen logits, itself), into selected / weights [n_tokens, n_expert_used] (backend memory).
 // Only when selects_on_backend; no trace (the probabilities never reach the host).
 void route_tokens_on_backend(Backend& backend, const RouterWeights& w, const RouterConfig& config,
                              int64_t layer, const float* x, int64_t n_tokens,

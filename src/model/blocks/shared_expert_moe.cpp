@@ -2,8 +2,6 @@
 // routed + shared * sigmoid(gate).
 #include "model/blocks/shared_expert_moe.h"
 
-#include <cmath>
-
 namespace sluice::model {
 
 SharedExpertMoeWeights bind_shared_expert_moe(WeightBinder& binder, int64_t layer, int64_t n_embd,
@@ -25,32 +23,30 @@ void SharedExpertMoeScratch::reserve(Backend& backend, const SharedExpertMoeWeig
   moe.reserve(backend, w.routed, n_embd, n_batch);
   spec.reserve(backend, w.routed, n_embd, n_batch);
   ffn.reserve(backend, w.shared.gate.n_rows, n_batch);
-  shared.resize(size_t(n_batch * n_embd));
-  gate.resize(size_t(n_batch));
+  shared.resize(backend, size_t(n_batch * n_embd));
+  gate.resize(backend, size_t(n_batch));
 }
 
 void shared_expert_moe_route(Backend& backend, const SharedExpertMoeWeights& w,
                              experts::ExpertSource& source, int64_t layer, const float* x,
-                             int64_t n_tokens, SharedExpertMoeScratch& s, const Trace& trace) {
-  moe_route(backend, w.routed, source, layer, x, n_tokens, s.moe, trace);
+                             int64_t n_tokens, SharedExpertMoeScratch& s, const Trace& trace,
+                             const Backend* expert_backend) {
+  moe_route(backend, w.routed, source, layer, x, n_tokens, s.moe, trace, expert_backend);
 }
 
 void shared_expert_moe_compute(Backend& backend, const SharedExpertMoeWeights& w,
                                experts::ExpertSource& source, int64_t layer, const float* x,
                                int64_t n_tokens, int64_t n_embd, SharedExpertMoeScratch& s,
-                               float* out, const Trace& trace) {
-  moe_compute(backend, w.routed, source, layer, x, n_tokens, n_embd, s.moe, out, trace);
+                               float* out, const Trace& trace, Backend* expert_backend) {
+  moe_compute(backend, w.routed, source, layer, x, n_tokens, n_embd, s.moe, out, trace,
+              expert_backend);
   // Untraced inside: its own ffn_out would shadow the layer's, which is the sum below.
   glu_ffn(backend, w.shared, GluActivation::kSilu, layer, x, n_tokens, s.ffn, s.shared.data(),
           Trace{});
   trace("ffn_shexp", layer, s.shared.data(), n_embd);
   backend.matmul(w.shared_gate, x, s.gate.data(), n_tokens);
   trace("shared_expert_gate", layer, s.gate.data(), 1);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float gate = 1.0f / (1.0f + std::exp(-s.gate[size_t(t)]));
-    float* row = s.shared.data() + t * n_embd;
-    for (int64_t i = 0; i < n_embd; ++i) row[i] *= gate;
-  }
+  backend.mul_gate(GateActivation::kSigmoid, s.shared.data(), s.gate.data(), n_tokens, n_embd, 1);
   trace("ffn_shexp_gated", layer, s.shared.data(), n_embd);
   backend.add(out, s.shared.data(), n_tokens * n_embd);
   trace("ffn_out", layer, out, n_embd);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/backend_array.h"
 #include "experts/expert_layout.h"
 #include "experts/expert_source.h"
 #include "model/blocks/ffn.h"
@@ -31,22 +32,23 @@ SharedExpertMoeWeights bind_shared_expert_moe(WeightBinder& binder, int64_t laye
 
 struct SharedExpertMoeScratch {
   MoeScratch moe;
-  MoeScratch spec;            // speculation's routing for the next layer
-  FfnScratch ffn;             // the shared expert's gate / up
-  std::vector<float> shared;  // [n_batch, n_embd] its output
-  std::vector<float> gate;    // [n_batch] its per-token gate
+  MoeScratch spec;             // speculation's routing for the next layer
+  FfnScratch ffn;              // the shared expert's gate / up
+  BackendArray<float> shared;  // [n_batch, n_embd] its output
+  BackendArray<float> gate;    // [n_batch] its per-token gate
   void reserve(Backend& backend, const SharedExpertMoeWeights& w, int64_t n_embd, int64_t n_batch);
 };
 
 // In two halves, as moe_route / moe_compute, so the caller can start speculative reads between
-// (shared_expert_moe_prefetch for the next layer).
+// (shared_expert_moe_prefetch for the next layer). expert_backend: as moe_route / moe_compute's.
 void shared_expert_moe_route(Backend& backend, const SharedExpertMoeWeights& w,
                              experts::ExpertSource& source, int64_t layer, const float* x,
-                             int64_t n_tokens, SharedExpertMoeScratch& scratch, const Trace& trace);
+                             int64_t n_tokens, SharedExpertMoeScratch& scratch, const Trace& trace,
+                             const Backend* expert_backend = nullptr);
 void shared_expert_moe_compute(Backend& backend, const SharedExpertMoeWeights& w,
                                experts::ExpertSource& source, int64_t layer, const float* x,
                                int64_t n_tokens, int64_t n_embd, SharedExpertMoeScratch& scratch,
-                               float* out, const Trace& trace);
+                               float* out, const Trace& trace, Backend* expert_backend = nullptr);
 void shared_expert_moe_prefetch(Backend& backend, const SharedExpertMoeWeights& next,
                                 const std::vector<float>& next_norm, float norm_eps,
                                 experts::ExpertSource& source, int64_t next_layer, const float* x,

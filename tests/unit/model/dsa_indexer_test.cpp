@@ -65,9 +65,9 @@ TEST_P(DsaSelection, MatchesReferenceTopK) {
     }
   }
   DsaIndexerScratch scratch;
-  scratch.reserve(s, n_batch);
+  scratch.reserve(backend, s, n_batch);
   KeySelection keys;
-  keys.reserve(n_batch + 1, s.top_k);  // + 1: the runs below start at row 1
+  keys.reserve(backend, n_batch + 1, s.top_k);  // + 1: the runs below start at row 1
 
   int64_t compared = 0;
   for (const auto& [pos0, n_tokens] : {std::pair<int64_t, int64_t>{0, 20}, {20, 1}, {21, 2}}) {
@@ -125,7 +125,7 @@ TEST_P(SelectedAttention, MatchesMaskedSoftmaxReference) {
   const std::vector<float> q = random_floats(rng, size_t(n_tokens * n_head * dk));
 
   KeySelection keys;
-  keys.reserve(n_tokens, top_k);
+  keys.reserve(backend, n_tokens, top_k);
   for (int64_t t = 0; t < n_tokens; ++t) {
     const int64_t visible = pos0 + t + 1;
     keys.everything[size_t(t)] = visible <= top_k;
@@ -134,7 +134,7 @@ TEST_P(SelectedAttention, MatchesMaskedSoftmaxReference) {
     std::shuffle(all.begin(), all.end(), rng);
     if (visible > top_k) {
       std::sort(all.begin(), all.begin() + top_k);
-      std::copy_n(all.begin(), top_k, keys.positions.begin() + t * top_k);
+      std::copy_n(all.begin(), top_k, keys.positions.data() + t * top_k);
     }
   }
   AttentionCall call;
@@ -162,7 +162,7 @@ TEST_P(SelectedAttention, MatchesMaskedSoftmaxReference) {
     std::vector<int32_t> chosen(static_cast<size_t>(visible));
     std::iota(chosen.begin(), chosen.end(), 0);
     if (!keys.everything[size_t(t)]) {
-      chosen.assign(keys.positions.begin() + t * top_k, keys.positions.begin() + (t + 1) * top_k);
+      chosen.assign(keys.positions.data() + t * top_k, keys.positions.data() + (t + 1) * top_k);
     }
     for (int64_t h = 0; h < n_head; ++h) {
       std::vector<double> logit;

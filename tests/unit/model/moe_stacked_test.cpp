@@ -3,12 +3,16 @@
 // backend, whose stacked ops are one matmul per matrix: the outputs must be bit-identical —
 // from the resident file (choices made on the backend for a decode token) and from device slots
 // in the CPU backend's memory (choices made on the host, slots looked up), with windows smaller
-// than the chunk's experts — and on hybrid placement, the experts on a second CPU backend.
+// than the chunk's experts — and on hybrid placement, the experts on a second CPU backend. Also
+// with gpt-oss's MoE (top-k of biased logits, softmax of the chosen, per-expert biases added by
+// id after each stacked product, swiglu_oai) and DeepSeek V3's router (sigmoid, selection bias,
+// groups): chosen by Backend::select_experts, they must give the host choice's numbers.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -74,6 +78,51 @@ class MoeStackedTest : public ::testing::Test {
     for (float& v : x_) v = uniform(rng);
   }
   void TearDown() override { std::remove(path_.c_str()); }
+
+  std::vector<float> random_values(int64_t n, std::mt19937& rng) {
+    std::uniform_real_distribution<float> uniform(-0.5f, 0.5f);
+    std::vector<float> values(static_cast<size_t>(n));
+    for (float& v : values) v = uniform(rng);
+    return values;
+  }
+
+  // gpt-oss's MoE: a router bias, top-k on the logits, the softmax of the chosen as weights,
+  // per-expert gate / up / down biases and swiglu_oai.
+  void make_gpt_oss_like() {
+    std::mt19937 rng(seed_ + 1);
+    weights_.config.gating = ExpertGating::kSoftmaxWeight;
+    weights_.config.norm_weights = false;
+    weights_.router.gate_bias = random_values(kExperts, rng);
+    weights_.gate_bias = random_values(kExperts * kFf, rng);
+    weights_.up_bias = random_values(kExperts * kFf, rng);
+    weights_.down_bias = random_values(kExperts * kEmbd, rng);
+    weights_.act = GluActivation::kSwigluOai;
+  }
+
+  // DeepSeek V3's router: sigmoid, a selection bias (exp_probs_b), 4 groups of 2 experts of which
+  // 2 are eligible, normalised and scaled weights.
+  void make_deepseek_like() {
+    std::mt19937 rng(seed_ + 2);
+    weights_.config.gating = ExpertGating::kSigmoid;
+    weights_.config.n_group = 4;
+    weights_.config.n_group_used = 2;
+    weights_.config.weights_scale = 2.5f;
+    weights_.router.selection_bias = random_values(kExperts, rng);
+  }
+
+  // Every placement's stacked numbers against the per-expert path's.
+  void expect_stacked_paths_match(const std::string& what) {
+    experts::ResidentExperts resident(layout_);
+    experts::DeviceExpertSlots slots(std::make_unique<experts::ResidentExperts>(layout_), layout_,
+                                     cpu_, 4);
+    for (int64_t n : {1, 5}) {
+      const std::string tokens = what + ", tokens " + std::to_string(n);
+      const std::vector<float> per_expert = run(resident, false, n);
+      expect_bits(run(resident, true, n), per_expert, tokens, seed_);
+      expect_bits(run(slots, true, n), per_expert, "slots, " + tokens, seed_);
+      expect_bits(run_hybrid(resident, n), per_expert, "hybrid, " + tokens, seed_);
+    }
+  }
 
   // Both layers' MoE output for the first n_tokens rows of x_, stacked or per expert.
   std::vector<float> run(experts::ExpertSource& source, bool stacked, int64_t n_tokens) {
@@ -157,6 +206,27 @@ TEST_F(MoeStackedTest, HybridStacksGiveThePlainNumbers) {
     const std::vector<float> plain = run(resident, false, n);
     expect_bits(run_hybrid(resident, n), plain, "hybrid, tokens " + std::to_string(n), seed_);
   }
+}
+
+TEST_F(MoeStackedTest, BiasedExpertsGiveThePerExpertNumbers) {
+  make_gpt_oss_like();
+  expect_stacked_paths_match("gpt-oss");
+}
+
+TEST_F(MoeStackedTest, SigmoidGroupedRouterGivesTheHostChoice) {
+  make_deepseek_like();
+  expect_stacked_paths_match("deepseek");
+}
+
+// The biases do change the output (a stacked path that skipped them would fail above).
+TEST_F(MoeStackedTest, ExpertBiasesChangeTheOutput) {
+  experts::ResidentExperts resident(layout_);
+  make_gpt_oss_like();
+  const std::vector<float> biased = run(resident, true, 1);
+  weights_.down_bias.clear();
+  const std::vector<float> unbiased = run(resident, true, 1);
+  ASSERT_EQ(biased.size(), unbiased.size());
+  EXPECT_NE(std::memcmp(biased.data(), unbiased.data(), biased.size() * sizeof(float)), 0);
 }
 
 }  // namespace
