@@ -22,51 +22,15 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda_test_fixture.h"
 
 namespace sluice::test {
 namespace {
 
 using cuda::DeviceBuffer;
 
-class CudaDeepSeek4Test : public ::testing::Test {
+class CudaDeepSeek4Test : public CudaDeviceTest {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device present";
-    gpu_ = std::make_unique<cuda::CudaBackend>();
-    seed_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    rng_.seed(seed_);
-  }
-
-  std::string where() const { return "seed " + std::to_string(seed_); }
-
-  std::vector<float> uniform(size_t n, float lo, float hi) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) {
-      do x = dist(rng_);
-      while (x == 0.0f);  // never zeros
-    }
-    return v;
-  }
-  template <class T>
-  DeviceBuffer upload(const std::vector<T>& host) {
-    DeviceBuffer buffer(std::max<size_t>(1, host.size() * sizeof(T)));
-    cuda::copy_to_device(buffer.data(), host.data(), host.size() * sizeof(T), gpu_->stream());
-    return buffer;
-  }
-  DeviceBuffer poisoned(size_t bytes) {
-    DeviceBuffer buffer(std::max<size_t>(1, bytes));
-    cuda::fill_bytes(buffer.data(), 0xff, bytes, gpu_->stream());
-    return buffer;
-  }
-  template <class T>
-  std::vector<T> download(const DeviceBuffer& buffer, size_t n) {
-    std::vector<T> host(n);
-    cuda::copy_to_host(host.data(), buffer.data(), n * sizeof(T), gpu_->stream());
-    gpu_->synchronize();
-    return host;
-  }
-
   void expect_bit_equal(const std::vector<float>& got, const std::vector<float>& want,
                         const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
@@ -94,11 +58,7 @@ class CudaDeepSeek4Test : public ::testing::Test {
     return kept_.back().data();
   }
 
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  cpu::CpuBackend cpu_{nullptr};
   std::vector<std::vector<float>> kept_;
-  uint32_t seed_ = 0;
-  std::mt19937 rng_;
 };
 
 TEST_F(CudaDeepSeek4Test, HyperMixMatchesCpu) {

@@ -28,53 +28,14 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda_test_fixture.h"
 #include "sluice/error.h"
 
 namespace sluice::test {
 namespace {
 
-class Allocation {
- public:
-  Allocation(Backend& backend, size_t bytes) : backend_(backend), p_(backend.allocate(bytes)) {}
-  ~Allocation() { backend_.deallocate(p_); }
-  Allocation(const Allocation&) = delete;
-  Allocation& operator=(const Allocation&) = delete;
-  float* data() const { return static_cast<float*>(p_); }
-
- private:
-  Backend& backend_;
-  void* p_;
-};
-
-int64_t ulps_apart(float a, float b) {
-  int32_t ia, ib;
-  std::memcpy(&ia, &a, 4);
-  std::memcpy(&ib, &b, 4);
-  if (ia < 0) ia = int32_t(0x80000000u - uint32_t(ia));
-  if (ib < 0) ib = int32_t(0x80000000u - uint32_t(ib));
-  return std::llabs(int64_t(ia) - int64_t(ib));
-}
-
-class CudaDeltaNetTest : public ::testing::Test {
+class CudaDeltaNetTest : public CudaDeviceTest {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device present";
-    gpu_ = std::make_unique<cuda::CudaBackend>();
-    seed_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    rng_.seed(seed_);
-  }
-
-  std::string where() const { return "seed " + std::to_string(seed_); }
-
-  std::vector<float> uniform(size_t n, float lo, float hi) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) {
-      do x = dist(rng_);
-      while (x == 0.0f);  // never zeros
-    }
-    return v;
-  }
   // Rows of `dim` scaled to unit L2 norm (the delta rule's q and k are L2-normalised).
   std::vector<float> unit_rows(size_t n_rows, int64_t dim) {
     std::vector<float> v = uniform(n_rows * size_t(dim), -1.0f, 1.0f);
@@ -86,28 +47,16 @@ class CudaDeltaNetTest : public ::testing::Test {
     return v;
   }
 
-  std::unique_ptr<Allocation> on_device(const std::vector<float>& host) {
-    auto memory = std::make_unique<Allocation>(*gpu_, host.size() * sizeof(float));
-    gpu_->upload(memory->data(), host.data(), host.size() * sizeof(float));
-    return memory;
-  }
-  std::unique_ptr<Allocation> poisoned(size_t n) {
-    auto memory = std::make_unique<Allocation>(*gpu_, n * sizeof(float));
-    cuda::fill_bytes(memory->data(), 0xff, n * sizeof(float), gpu_->stream());
-    return memory;
-  }
-  std::vector<float> fetch(const Allocation& memory, size_t n) {
-    std::vector<float> host(n);
-    gpu_->download(host.data(), memory.data(), n * sizeof(float));
-    return host;
-  }
+  // NaN everywhere (0xff bytes), n floats. (Hides CudaDeviceTest::poisoned, which makes
+  // DeviceBuffers and counts bytes.)
+  std::unique_ptr<Allocation> poisoned(size_t n) { return poisoned_allocation(n * sizeof(float)); }
 
   void expect_ulps(const std::vector<float>& got, const std::vector<float>& expected,
                    int64_t max_ulps, const std::string& what) {
     ASSERT_EQ(got.size(), expected.size()) << what;
     for (size_t i = 0; i < got.size(); ++i) {
       ASSERT_FALSE(std::isnan(got[i])) << what << ": element " << i << " (" << where() << ")";
-      ASSERT_LE(ulps_apart(got[i], expected[i]), max_ulps)
+      ASSERT_LE(ulp_distance(got[i], expected[i]), max_ulps)
           << what << ": element " << i << " got " << got[i] << " expected " << expected[i] << " ("
           << where() << ")";
     }
@@ -122,11 +71,6 @@ class CudaDeltaNetTest : public ::testing::Test {
           << where() << ")";
     }
   }
-
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  cpu::CpuBackend cpu_{nullptr};
-  uint32_t seed_ = 0;
-  std::mt19937 rng_;
 };
 
 TEST_F(CudaDeltaNetTest, CausalConvSiluMatchesCpuAndContinuesItsState) {

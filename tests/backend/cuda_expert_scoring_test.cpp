@@ -30,15 +30,12 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/expert_matmul.h"
+#include "backend/cuda_test_fixture.h"
 #include "backend/expert_selection.h"
 #include "sluice/error.h"
 
 namespace sluice::test {
 namespace {
-
-uint32_t clock_seed() {
-  return uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
-}
 
 template <class T>
 std::vector<T> download(const cuda::DeviceBuffer& buffer, const cuda::Stream& stream) {
@@ -173,25 +170,8 @@ TEST(CudaSelectExpertsScoring, RefusesAnUnknownScoring) {
   EXPECT_NE(error.find("scoring"), std::string::npos) << error;
 }
 
-class CudaExpertBiasTest : public ::testing::Test {
+class CudaExpertBiasTest : public CudaDeviceTest {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device present";
-    gpu_ = std::make_unique<cuda::CudaBackend>();
-    seed_ = clock_seed();
-    rng_.seed(seed_);
-  }
-
-  std::vector<float> uniform(size_t n) {
-    std::uniform_real_distribution<float> value(-2.0f, 2.0f);
-    std::vector<float> v(n);
-    for (float& x : v) {
-      do x = value(rng_);
-      while (x == 0.0f);  // never zeros
-    }
-    return v;
-  }
-
   // CudaBackend::add_expert_bias on n rows of n_cols against CpuBackend's, bit for bit; the
   // table is host memory (a weight: mirrored), x and ids backend memory.
   void expect_matches_cpu(int64_t n_expert, int64_t n, int64_t n_cols) {
@@ -199,9 +179,10 @@ class CudaExpertBiasTest : public ::testing::Test {
                  std::to_string(n_cols));
     // [n_expert, n_cols], alive till the fixture ends: a host weight must not change while the
     // backend lives (its mirror keeps the first copy of an address).
-    const std::vector<float>& table = tables_.emplace_back(uniform(size_t(n_expert * n_cols)));
-    const std::vector<float> x = uniform(size_t(n * n_cols));  // [n, n_cols]
-    std::vector<int32_t> ids(static_cast<size_t>(n));          // [n]
+    const std::vector<float>& table =
+        tables_.emplace_back(uniform(size_t(n_expert * n_cols), -2.0f, 2.0f));
+    const std::vector<float> x = uniform(size_t(n * n_cols), -2.0f, 2.0f);  // [n, n_cols]
+    std::vector<int32_t> ids(static_cast<size_t>(n));                       // [n]
     std::uniform_int_distribution<int32_t> expert(0, int32_t(n_expert - 1));
     for (int32_t& id : ids) id = expert(rng_);
 
@@ -225,10 +206,6 @@ class CudaExpertBiasTest : public ::testing::Test {
   }
 
   std::deque<std::vector<float>> tables_;
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  cpu::CpuBackend cpu_{nullptr};
-  uint32_t seed_ = 0;
-  std::mt19937 rng_;
 };
 
 TEST_F(CudaExpertBiasTest, MatchesTheCpuBitForBit) {

@@ -28,24 +28,11 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda_test_fixture.h"
 #include "sluice/error.h"
 
 namespace sluice::test {
 namespace {
-
-// Memory from a backend's allocate(), returned by deallocate() at scope exit.
-class Allocation {
- public:
-  Allocation(Backend& backend, size_t bytes) : backend_(backend), p_(backend.allocate(bytes)) {}
-  ~Allocation() { backend_.deallocate(p_); }
-  Allocation(const Allocation&) = delete;
-  Allocation& operator=(const Allocation&) = delete;
-  float* data() const { return static_cast<float*>(p_); }
-
- private:
-  Backend& backend_;
-  void* p_;
-};
 
 uint32_t bits(float v) {
   uint32_t b = 0;
@@ -59,48 +46,11 @@ float ulp(float v) {
   return std::nextafter(a, INFINITY) - a;
 }
 
-class CudaGateTest : public ::testing::Test {
+class CudaGateTest : public CudaDeviceTest {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device present";
-    gpu_ = std::make_unique<cuda::CudaBackend>();
-    seed_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    rng_.seed(seed_);
-  }
-
-  std::string where() const { return "seed " + std::to_string(seed_); }
-
-  std::vector<float> uniform(size_t n, float lo, float hi) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) {
-      do x = dist(rng_);
-      while (x == 0.0f);  // never zeros
-    }
-    return v;
-  }
-
-  std::unique_ptr<Allocation> on_device(const std::vector<float>& host) {
-    auto memory = std::make_unique<Allocation>(*gpu_, host.size() * sizeof(float));
-    gpu_->upload(memory->data(), host.data(), host.size() * sizeof(float));
-    return memory;
-  }
-  // NaN everywhere (0xff bytes): what the launch must overwrite.
-  std::unique_ptr<Allocation> poisoned(size_t n) {
-    auto memory = std::make_unique<Allocation>(*gpu_, n * sizeof(float));
-    cuda::fill_bytes(memory->data(), 0xff, n * sizeof(float), gpu_->stream());
-    return memory;
-  }
-  std::vector<float> fetch(const Allocation& memory, size_t n) {
-    std::vector<float> host(n);
-    gpu_->download(host.data(), memory.data(), n * sizeof(float));
-    return host;
-  }
-
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  cpu::CpuBackend cpu_{nullptr};
-  uint32_t seed_ = 0;
-  std::mt19937 rng_;
+  // NaN everywhere (0xff bytes), n floats: what the launch must overwrite. (Hides
+  // CudaDeviceTest::poisoned, which makes DeviceBuffers and counts bytes.)
+  std::unique_ptr<Allocation> poisoned(size_t n) { return poisoned_allocation(n * sizeof(float)); }
 };
 
 // The gate's tolerance against the CPU's activated logit (see the file comment).

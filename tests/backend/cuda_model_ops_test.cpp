@@ -28,6 +28,7 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/quant_matmul.h"
+#include "backend/cuda_test_fixture.h"
 #include "backend/quant_test_data.h"
 #include "quant/qtype.h"
 #include "sluice/error.h"
@@ -35,45 +36,8 @@
 namespace sluice::test {
 namespace {
 
-// Memory from a backend's allocate(), returned by deallocate() at scope exit.
-class Allocation {
- public:
-  Allocation(Backend& backend, size_t bytes) : backend_(backend), p_(backend.allocate(bytes)) {}
-  ~Allocation() { backend_.deallocate(p_); }
-  Allocation(const Allocation&) = delete;
-  Allocation& operator=(const Allocation&) = delete;
-  void* data() const { return p_; }
-  template <class T = float>
-  T* as() const {
-    return static_cast<T*>(p_);
-  }
-
- private:
-  Backend& backend_;
-  void* p_;
-};
-
-class CudaModelOpsTest : public ::testing::Test {
+class CudaModelOpsTest : public CudaDeviceTest {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device present";
-    gpu_ = std::make_unique<cuda::CudaBackend>();
-    seed_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    rng_.seed(seed_);
-  }
-
-  std::string where() const { return "seed " + std::to_string(seed_); }
-
-  std::vector<float> uniform(size_t n, float lo, float hi) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) {
-      do x = dist(rng_);
-      while (x == 0.0f);  // never zeros
-    }
-    return v;
-  }
-
   // `count` distinct row indices below `limit`, in random order.
   std::vector<int32_t> distinct_rows(int64_t count, int64_t limit) {
     std::vector<int32_t> all(static_cast<size_t>(limit));
@@ -83,23 +47,8 @@ class CudaModelOpsTest : public ::testing::Test {
     return all;
   }
 
-  template <class T>
-  std::unique_ptr<Allocation> on_device(const std::vector<T>& host) {
-    auto memory = std::make_unique<Allocation>(*gpu_, host.size() * sizeof(T));
-    gpu_->upload(memory->data(), host.data(), host.size() * sizeof(T));
-    return memory;
-  }
-  std::unique_ptr<Allocation> poisoned(size_t bytes) {
-    auto memory = std::make_unique<Allocation>(*gpu_, bytes);
-    cuda::fill_bytes(memory->data(), 0xff, bytes, gpu_->stream());
-    return memory;
-  }
-  template <class T = float>
-  std::vector<T> fetch(const Allocation& memory, size_t n) {
-    std::vector<T> host(n);
-    gpu_->download(host.data(), memory.data(), n * sizeof(T));
-    return host;
-  }
+  // NaN everywhere (0xff bytes). (Hides CudaDeviceTest::poisoned, which makes DeviceBuffers.)
+  std::unique_ptr<Allocation> poisoned(size_t bytes) { return poisoned_allocation(bytes); }
 
   // Equal bit patterns, and no poison (0xffffffff) left in `got`: an element neither launch
   // wrote must not pass as equal.
@@ -116,11 +65,6 @@ class CudaModelOpsTest : public ::testing::Test {
                       << expected[i] << " (" << where() << ")";
     }
   }
-
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  cpu::CpuBackend cpu_{nullptr};
-  uint32_t seed_ = 0;
-  std::mt19937 rng_;
 };
 
 TEST_F(CudaModelOpsTest, AllocateIsZeroedAndCopiesRoundTrip) {

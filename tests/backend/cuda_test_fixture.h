@@ -1,0 +1,134 @@
+// What the CUDA device tests share: a fixture base that skips without a device, seeds its
+// generator from the clock (the seed goes into every failure message through where()), draws
+// random floats that are never zero (a zero would hide a missed scale or a sign), and moves data
+// to and from the device, outputs poisoned with NaN bytes (0xff) so an element a launch never
+// wrote cannot pass as equal. Two kinds of device memory: cuda::DeviceBuffer (upload, poisoned,
+// download) and the backend's own allocate() (Allocation: on_device, poisoned_allocation,
+// fetch), the latter being what the model's forward uses.
+#pragma once
+
+#ifdef SLUICE_HAVE_CUDA
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_memory.h"
+#include "core/half.h"
+
+namespace sluice::test {
+
+inline uint32_t clock_seed() {
+  return uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+// Distance in representable floats (0: identical bits or both zero; NaN: huge).
+inline int64_t ulp_distance(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<int64_t>::max();
+  const auto ordered = [](float f) {
+    const int32_t i = int32_t(fp32_to_bits(f));
+    return i < 0 ? int64_t(std::numeric_limits<int32_t>::min()) - i : int64_t(i);
+  };
+  return std::llabs(ordered(a) - ordered(b));
+}
+
+// Memory from a backend's allocate(), returned by deallocate() at scope exit. data() is typed
+// float (most ops take floats); as<T>() for other element types.
+class Allocation {
+ public:
+  Allocation(Backend& backend, size_t bytes) : backend_(backend), p_(backend.allocate(bytes)) {}
+  ~Allocation() { backend_.deallocate(p_); }
+  Allocation(const Allocation&) = delete;
+  Allocation& operator=(const Allocation&) = delete;
+  float* data() const { return static_cast<float*>(p_); }
+  template <class T = float>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  Backend& backend_;
+  void* p_;
+};
+
+class CudaDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device present";
+    gpu_ = std::make_unique<cuda::CudaBackend>();
+    seed_ = clock_seed();
+    rng_.seed(seed_);
+  }
+
+  std::string where() const { return "seed " + std::to_string(seed_); }
+
+  std::vector<float> uniform(size_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) {
+      do x = dist(rng_);
+      while (x == 0.0f);  // never zeros
+    }
+    return v;
+  }
+
+  // cuda::DeviceBuffer: at least one byte, so an empty input still has an address.
+  template <class T>
+  cuda::DeviceBuffer upload(const std::vector<T>& host) {
+    cuda::DeviceBuffer buffer(std::max<size_t>(1, host.size() * sizeof(T)));
+    cuda::copy_to_device(buffer.data(), host.data(), host.size() * sizeof(T), gpu_->stream());
+    return buffer;
+  }
+  cuda::DeviceBuffer poisoned(size_t bytes) {
+    cuda::DeviceBuffer buffer(std::max<size_t>(1, bytes));
+    cuda::fill_bytes(buffer.data(), 0xff, bytes, gpu_->stream());
+    return buffer;
+  }
+  template <class T>
+  std::vector<T> download(const cuda::DeviceBuffer& buffer, size_t n) {
+    std::vector<T> host(n);
+    cuda::copy_to_host(host.data(), buffer.data(), n * sizeof(T), gpu_->stream());
+    gpu_->synchronize();
+    return host;
+  }
+
+  // The backend's own memory (allocate / upload / download).
+  template <class T>
+  std::unique_ptr<Allocation> on_device(const std::vector<T>& host) {
+    auto memory = std::make_unique<Allocation>(*gpu_, host.size() * sizeof(T));
+    gpu_->upload(memory->data(), host.data(), host.size() * sizeof(T));
+    return memory;
+  }
+  std::unique_ptr<Allocation> poisoned_allocation(size_t bytes) {
+    auto memory = std::make_unique<Allocation>(*gpu_, bytes);
+    cuda::fill_bytes(memory->data(), 0xff, bytes, gpu_->stream());
+    return memory;
+  }
+  template <class T = float>
+  std::vector<T> fetch(const Allocation& memory, size_t n) {
+    std::vector<T> host(n);
+    gpu_->download(host.data(), memory.data(), n * sizeof(T));
+    return host;
+  }
+
+  std::unique_ptr<cuda::CudaBackend> gpu_;
+  cpu::CpuBackend cpu_{nullptr};
+  uint32_t seed_ = 0;
+  std::mt19937 rng_;
+};
+
+}  // namespace sluice::test
+
+#endif  // SLUICE_HAVE_CUDA
