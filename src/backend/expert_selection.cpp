@@ -49,21 +49,23 @@ void select_top_experts(const float* probs, const float* bias, const ExpertSelec
   std::copy_n(scratch.order.begin(), s.n_expert_used, chosen);
 }
 
+void softmax_row(float* x, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += double(x[i]);
+  }
+  const float inv = float(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
 void weigh_chosen_experts(const float* probs, const int32_t* chosen, const ExpertSelection& s,
                           bool softmax_chosen, float* weights) {
   const int64_t k = s.n_expert_used;
   for (int64_t i = 0; i < k; ++i) weights[i] = probs[chosen[i]];
-  if (softmax_chosen) {
-    float max = -INFINITY;
-    for (int64_t i = 0; i < k; ++i) max = std::fmax(max, weights[i]);
-    double sum = 0.0;
-    for (int64_t i = 0; i < k; ++i) {
-      weights[i] = std::exp(weights[i] - max);
-      sum += double(weights[i]);
-    }
-    const float inv = float(1.0 / sum);
-    for (int64_t i = 0; i < k; ++i) weights[i] *= inv;
-  }
+  if (softmax_chosen) softmax_row(weights, k);
   if (s.norm_weights) {
     double sum = 0.0;
     for (int64_t i = 0; i < k; ++i) sum += double(weights[i]);

@@ -48,6 +48,10 @@ inline float sigmoid_probability(float logit) {
 void select_top_experts(const float* probs, const float* bias, const ExpertSelection& s,
                         SelectionScratch& scratch, int32_t* chosen);
 
+// x [n] becomes its softmax as ggml_soft_max computes a row: exp(x - max) with libm's expf,
+// summed in double, each times float(1 / sum). (Also the deepseek4 hyper-connections' rows.)
+void softmax_row(float* x, int64_t n);
+
 // weights[c] = probs[chosen[c]] for c < k; if softmax_chosen (gpt-oss), their softmax; then
 // normalised (sum in double, clamped to the smallest normal half against a zero sum, as llama.cpp
 // does) and scaled as `s` says.

@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda_test_fixture.h"
 #include "core/half.h"
 #include "sluice/error.h"
 
@@ -32,60 +33,9 @@ namespace {
 
 using cuda::DeviceBuffer;
 
-uint32_t clock_seed() {
-  return uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
-// Distance in representable floats (0: identical bits or both zero; NaN: huge).
-int64_t ulp_distance(float a, float b) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<int64_t>::max();
-  const auto ordered = [](float f) {
-    const int32_t i = int32_t(fp32_to_bits(f));
-    return i < 0 ? int64_t(std::numeric_limits<int32_t>::min()) - i : int64_t(i);
-  };
-  return std::llabs(ordered(a) - ordered(b));
-}
-
-class CudaBackendTest : public ::testing::Test {
+// The shared device-test base (cuda_test_fixture.h) plus a ulp comparison with the CPU.
+class CudaBackendTest : public CudaDeviceTest {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device present";
-    gpu_ = std::make_unique<cuda::CudaBackend>();
-    seed_ = clock_seed();
-    rng_.seed(seed_);
-  }
-
-  std::string where() const { return "seed " + std::to_string(seed_); }
-
-  std::vector<float> uniform(size_t n, float lo, float hi) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) {
-      do x = dist(rng_);
-      while (x == 0.0f);  // never zeros
-    }
-    return v;
-  }
-
-  template <class T>
-  DeviceBuffer upload(const std::vector<T>& host) {
-    DeviceBuffer buffer(std::max<size_t>(1, host.size() * sizeof(T)));
-    cuda::copy_to_device(buffer.data(), host.data(), host.size() * sizeof(T), gpu_->stream());
-    return buffer;
-  }
-  DeviceBuffer poisoned(size_t bytes) {
-    DeviceBuffer buffer(std::max<size_t>(1, bytes));
-    cuda::fill_bytes(buffer.data(), 0xff, bytes, gpu_->stream());
-    return buffer;
-  }
-  template <class T>
-  std::vector<T> download(const DeviceBuffer& buffer, size_t n) {
-    std::vector<T> host(n);
-    cuda::copy_to_host(host.data(), buffer.data(), n * sizeof(T), gpu_->stream());
-    gpu_->synchronize();
-    return host;
-  }
-
   // Every element within `max_ulp` of the CPU's.
   void expect_ulps(const std::vector<float>& gpu, const std::vector<float>& cpu, int64_t max_ulp,
                    const std::string& what) {
@@ -99,11 +49,6 @@ class CudaBackendTest : public ::testing::Test {
     EXPECT_LE(worst, max_ulp) << what << ": element " << worst_at << " gpu " << gpu[worst_at]
                               << " cpu " << cpu[worst_at] << " (" << where() << ")";
   }
-
-  std::unique_ptr<cuda::CudaBackend> gpu_;
-  cpu::CpuBackend cpu_{nullptr};
-  uint32_t seed_ = 0;
-  std::mt19937 rng_;
 };
 
 // rms_norm: squares summed in double on both sides, only in another order, so the float mean

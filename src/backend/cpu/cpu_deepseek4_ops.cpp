@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/expert_selection.h"
 #include "core/error.h"
 
 namespace sluice::cpu {
@@ -18,22 +19,9 @@ float sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
 }
 
-// A row's softmax as ggml_soft_max computes it: exp(x - max), summed in double, times 1 / Σ.
-void softmax(float* x, int64_t n) {
-  float max = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) max = std::fmax(max, x[i]);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += double(x[i]);
-  }
-  const float inv = float(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
 // comb [src][dst] (dst fastest) made doubly stochastic (backend.h's hyper_mix).
 void sinkhorn(float* comb, int64_t n, int64_t iterations, float eps) {
-  for (int64_t src = 0; src < n; ++src) softmax(comb + src * n, n);
+  for (int64_t src = 0; src < n; ++src) softmax_row(comb + src * n, n);
   for (int64_t i = 0; i < n * n; ++i) comb[i] += eps;
   const auto normalise_src = [&] {  // for each dst, over src
     for (int64_t dst = 0; dst < n; ++dst) {
