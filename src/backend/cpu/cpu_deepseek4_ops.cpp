@@ -164,19 +164,9 @@ void CpuBackend::kv_compress(const float* kv, const float* score, const float* a
           value[e] = element(block * r + j, offset + c, false);
           sc[e] = element(block * r + j, offset + c, true);
         }
-        float max = -INFINITY;
-        for (int64_t e = 0; e < n_entries; ++e) max = std::fmax(max, sc[e]);
-        double total = 0.0;
-        for (int64_t e = 0; e < n_entries; ++e) {
-          sc[e] = std::exp(sc[e] - max);
-          total += double(sc[e]);
-        }
-        const float inv = float(1.0 / total);
+        softmax_row(sc, n_entries);
         double sum = 0.0;
-        for (int64_t e = 0; e < n_entries; ++e) {
-          const float weight = sc[e] * inv;
-          sum += double(value[e] * weight);
-        }
+        for (int64_t e = 0; e < n_entries; ++e) sum += double(value[e] * sc[e]);
         keys[i * d + c] = float(sum);
       }
     }

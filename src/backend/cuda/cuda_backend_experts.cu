@@ -79,8 +79,6 @@ void CudaBackend::matmul_expert_groups(const ExpertStack& stack, const int32_t* 
                                        float* y) {
   if (n_groups <= 0) return;
   check_stack(stack, "matmul_expert_groups");
-  // ids then offsets as one int32 list, copied in stream order (see cuda_moe.cu's lists).
-  std::vector<int32_t> lists(size_t(2 * n_groups + 1));
   int64_t max_rows = 0;
   for (int64_t g = 0; g < n_groups; ++g) {
     if (ids[g] < 0 || ids[g] >= stack.count) {
@@ -91,23 +89,27 @@ void CudaBackend::matmul_expert_groups(const ExpertStack& stack, const int32_t* 
       fail("cuda: matmul_expert_groups: bad offsets at group ", g);
     }
     max_rows = std::max(max_rows, rows);
-    lists[size_t(g)] = ids[g];
   }
-  for (int64_t g = 0; g <= n_groups; ++g) lists[size_t(n_groups + g)] = int32_t(offsets[g]);
-  // A short chunk's rows go one by one through the decode kernels instead — the CPU's
-  // arithmetic, as quant_matmul.cu runs short dense chunks: then the list is each row's expert.
+  // One int32 list, copied in stream order (see cuda_moe.cu's lists): ids then offsets for the
+  // grouped tiles; or, for a short chunk, each row's expert — its rows go one by one through the
+  // decode kernels, the CPU's arithmetic, as quant_matmul.cu runs short dense chunks.
   const int64_t n_rows_total = offsets[n_groups];
   const bool by_row = n_rows_total <= kRowByRowMaxRows;
+  std::vector<int32_t> lists;
   if (by_row) {
-    lists.assign(size_t(n_rows_total), 0);
+    lists.reserve(size_t(n_rows_total));
     for (int64_t g = 0; g < n_groups; ++g) {
-      for (int64_t r = offsets[g]; r < offsets[g + 1]; ++r) lists[size_t(r)] = ids[g];
+      lists.insert(lists.end(), size_t(offsets[g + 1] - offsets[g]), ids[g]);
     }
+  } else {
+    lists.assign(ids, ids + n_groups);
+    for (int64_t g = 0; g <= n_groups; ++g) lists.push_back(int32_t(offsets[g]));
   }
-  // The lists' contents are an upload (staged in a recorded step); their count and max_rows
-  // (the grid) are the op's.
+  // The lists' contents are an upload (staged in a recorded step); their count, max_rows and
+  // the row total (the grids, and which kernel) are the op's.
   OpSignature op(OpKind::kMatmulExpertGroups);
-  const bool replayed = graph_.replayed(op.add(stack).add(n_groups).add(max_rows).add(x).add(y));
+  const bool replayed =
+      graph_.replayed(op.add(stack).add(n_groups).add(max_rows).add(n_rows_total).add(x).add(y));
   if (max_rows == 0) return;
   const size_t bytes = lists.size() * sizeof(int32_t);
   if (!replayed && expert_lists_.size() < bytes) {
