@@ -23,6 +23,9 @@ struct ModelOptions {
   // "auto" (CUDA when a device is present and the architecture's forward runs there, else the
   // CPU), "cpu" or "cuda".
   std::string backend = "auto";
+  // CUDA: round every product and attention as the CPU backend does (--cpu-rounding), so that
+  // results, greedy tokens included, agree with backend "cpu"; prefill is several times slower.
+  bool cpu_rounding = false;
   // CUDA: device memory the model may use (0: free memory minus 2 GiB), and device slots for
   // routed experts (0: all experts on the device when they fit the budget, else as many slots
   // as it holds).

@@ -78,6 +78,23 @@ struct KvLayerView {
   int64_t head_dim_v = 0;
 };
 
+// What attention_inputs prepares: one sequence's q / k / v rows of n_tokens tokens at positions
+// pos0.., the layer's cells and its RoPE. q_norm / k_norm: [head_dim_k] weights of per-head RMS
+// norms (Qwen3, Gemma 3), nullptr for none.
+struct AttentionInputs {
+  float* q = nullptr;        // [n_tokens, n_head, head_dim_k]
+  float* k = nullptr;        // [n_tokens, kv.n_head_kv, kv.head_dim_k]
+  const float* v = nullptr;  // [n_tokens, kv.n_head_kv, kv.head_dim_v]
+  int64_t n_tokens = 0;
+  int64_t n_head = 0;
+  int64_t pos0 = 0;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  float norm_eps = 0.0f;
+  RopeConfig rope;
+  KvLayerView kv;
+};
+
 struct AttentionCall {
   const float* q = nullptr;  // [n_tokens, n_head, head_dim_k], already scaled/roped
   float* out = nullptr;      // [n_tokens, n_head, head_dim_v]
@@ -158,12 +175,39 @@ class Backend {
     add(x, branch, n_rows * n);
     rms_norm(x, weight, xn, n_rows, n, eps);
   }
+  // The residual step of a sandwich block (Gemma), whose branch is normed before it is added:
+  //   branch = rms_norm(branch, post_eps) * post_weight;  x += branch;
+  //   xn = rms_norm(x, eps) * weight  (skipped when xn is nullptr: the last layer);
+  // x, branch, xn: [n_rows, n]. The numbers of exactly those three ops (the default), branch
+  // included: it is left holding its norm. xn may be branch (it then ends as xn); neither may be
+  // x. Weights may be nullptr (no scaling), as in rms_norm. A GPU backend runs it as one kernel.
+  virtual void post_norm_add_rms_norm(float* x, float* branch, const float* post_weight,
+                                      float post_eps, const float* weight, float* xn,
+                                      int64_t n_rows, int64_t n, float eps) {
+    rms_norm(branch, post_weight, branch, n_rows, n, post_eps);
+    add(x, branch, n_rows * n);
+    if (xn != nullptr) rms_norm(x, weight, xn, n_rows, n, eps);
+  }
   // Rotates x: [n_tokens, n_head, head_dim] in place; token t at position pos0 + t.
   virtual void rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
                     const RopeConfig& config) = 0;
   // Writes k/v rows of n_tokens tokens at positions pos0.. into the layer's cells.
   virtual void kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
                         int64_t pos0) = 0;
+  // Self-attention's inputs in one step: the per-head norms of q and k (where given), RoPE of q
+  // and k, then k and v into the cells — the numbers of rms_norm, rms_norm, rope, rope, kv_store
+  // (the default). A GPU backend runs it as one kernel instead of six.
+  virtual void attention_inputs(const AttentionInputs& in) {
+    const int64_t dk = in.kv.head_dim_k;
+    if (in.q_norm != nullptr)
+      rms_norm(in.q, in.q_norm, in.q, in.n_tokens * in.n_head, dk, in.norm_eps);
+    if (in.k_norm != nullptr) {
+      rms_norm(in.k, in.k_norm, in.k, in.n_tokens * in.kv.n_head_kv, dk, in.norm_eps);
+    }
+    rope(in.q, in.n_tokens, in.n_head, dk, in.pos0, in.rope);
+    rope(in.k, in.n_tokens, in.kv.n_head_kv, dk, in.pos0, in.rope);
+    kv_store(in.kv, in.k, in.v, in.n_tokens, in.pos0);
+  }
   virtual void attention(const AttentionCall& call) = 0;
   // gate[r, i] = act(gate[r, i]) * up[r, i] over n_rows rows of n_cols.
   virtual void glu(GluActivation act, float* gate, const float* up, int64_t n_rows,

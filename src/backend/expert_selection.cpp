@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/error.h"
+
 namespace sluice {
 namespace {
 
@@ -80,6 +82,9 @@ void weigh_chosen_experts(const float* probs, const int32_t* chosen, const Exper
 
 void select_and_weigh_experts(const float* row, const float* bias, const ExpertSelection& s,
                               SelectionScratch& scratch, int32_t* chosen, float* weights) {
+  if (s.scoring == ExpertScoring::kSoftmax) {
+    fail("select_and_weigh_experts: the softmax scoring is the backend's (softmax_rows first)");
+  }
   const float* probs = row;
   if (s.scoring == ExpertScoring::kSigmoid) {
     scratch.probs.resize(size_t(s.n_expert));

@@ -18,6 +18,9 @@ enum class ExpertScoring : uint8_t {
   kSigmoid,        // logits: probabilities = sigmoid_probability(logit), then as kProbabilities
                    // (DeepSeek V3, GLM-4.5, Laguna)
   kSoftmaxChosen,  // logits: chosen on them, weights = the softmax of the k chosen (gpt-oss)
+  kSoftmax,        // logits: probabilities = the backend's softmax_rows of the row (ggml's
+             // soft_max, not softmax_row below), then as kProbabilities (Qwen3 MoE, OLMoE…):
+             // softmax_rows then select_experts in one op
 };
 
 struct ExpertSelection {
@@ -61,7 +64,8 @@ void weigh_chosen_experts(const float* probs, const int32_t* chosen, const Exper
 // One token's whole selection from its row [n_expert] as s.scoring says (the reference of
 // Backend::select_experts): the probabilities (sigmoid of the row for kSigmoid, the row itself
 // otherwise), select_top_experts on them (+ bias), weigh_chosen_experts (softmax_chosen for
-// kSoftmaxChosen) into chosen and weights [n_expert_used].
+// kSoftmaxChosen) into chosen and weights [n_expert_used]. kSoftmax is the backend's to apply
+// first (its softmax_rows); here it fails.
 void select_and_weigh_experts(const float* row, const float* bias, const ExpertSelection& s,
                               SelectionScratch& scratch, int32_t* chosen, float* weights);
 

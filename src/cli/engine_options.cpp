@@ -36,6 +36,9 @@ void add_engine_options(CLI::App& app, EngineArgs& args) {
   app.add_option("--backend", args.backend, "Where the model runs")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
+  app.add_flag("--cpu-rounding", args.cpu_rounding,
+               "On CUDA, round as the CPU backend does: the same tokens as --backend cpu, slower "
+               "prefill");
   app.add_option("--ram-budget", args.ram_budget,
                  "RAM the model may use, e.g. 16G (default: available minus max(10%, 2 GiB))");
   app.add_flag("--stream-experts", args.stream_experts,
@@ -114,6 +117,7 @@ ModelOptions model_options(const EngineArgs& args) {
   ModelOptions options;
   options.n_threads = args.threads;
   options.backend = args.backend;
+  options.cpu_rounding = args.cpu_rounding;
   if (!args.ram_budget.empty())
     options.ram_budget = parse_byte_size(args.ram_budget, "--ram-budget");
   options.stream_experts = args.stream_experts;

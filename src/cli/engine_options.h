@@ -16,6 +16,7 @@ struct EngineArgs {
   int64_t ctx = 4096;
   std::string kv = "f16";
   std::string backend = "auto";
+  bool cpu_rounding = false;
   // Placement of a MoE model's routed experts.
   std::string ram_budget;   // "24G", "512MiB", bytes; empty: the default
   std::string vram_budget;  // the same for device memory (CUDA)

@@ -22,6 +22,31 @@ std::string rate(double bytes_per_s) {
   return text;
 }
 
+std::string percent(double share) {
+  return std::to_string(int64_t(share * 100 + 0.5)) + "%";
+}
+
+// The two estimates and what each is made of, for --explain.
+std::string explain_cost(const PlacementCost& c, const PlacementRates& r) {
+  char mb[32];
+  std::snprintf(mb, sizeof mb, "%.0f MB", c.miss_bytes * 1e-6);
+  const std::string device =
+      r.device_bytes_per_s > 0
+          ? milliseconds(c.device_s) + " of device compute at " + rate(r.device_bytes_per_s)
+          : std::string("device compute (rate unknown, counted as 0)");
+  return "per token: device tier " + milliseconds(c.tiered_s) + " (" + mb + " of copies at " +
+         rate(r.h2d_bytes_per_s) + " host to device = " + milliseconds(c.copy_s) + ", " +
+         percent(c.hit_rate) + " expected slot hits" +
+         (c.repeats_kept ? " with " + percent(r.repeat) +
+                               " of a token's experts repeating the previous token's"
+                         : std::string(" (uniform: the slots are fewer than one token's experts "
+                                       "of every layer, so repeats are evicted before reuse)")) +
+         ", overlapped layer by layer with " + device + ") against hybrid " +
+         milliseconds(c.hybrid_s) + " (" + milliseconds(c.cpu_s) +
+         " of expert matvecs on the CPU at " + rate(r.cpu_bytes_per_s) + " after " +
+         milliseconds(c.rest_s) + " of the rest on the device, not overlapped)";
+}
+
 }  // namespace
 
 DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanRequest& r) {
@@ -49,24 +74,20 @@ DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanReque
   const int64_t fit = int64_t((r.budget - r.fixed_bytes) / std::max<uint64_t>(r.slot_bytes, 1));
   const int64_t n_slots = std::min(r.forced_slots > 0 ? r.forced_slots : fit, all);
 
-  // Expert bytes one token needs, and how the two placements would spend on them.
-  const double token_bytes = double(layout.n_expert_used) * double(layout.n_moe_layers()) *
-                             (double(expert_bytes) / double(std::max<int64_t>(all, 1)));
-  const double miss_rate = 1.0 - double(std::max<int64_t>(n_slots, 0)) / double(all);
+  // Both placements' decode time per token, and the figures behind them (placement_cost.h).
   const bool rates_known = r.h2d_bytes_per_s > 0 && r.cpu_bytes_per_s > 0;
-  const double copy_s = rates_known ? token_bytes * miss_rate / r.h2d_bytes_per_s : 0;
-  const double cpu_s = rates_known ? token_bytes / r.cpu_bytes_per_s : 0;
-  const std::string comparison =
-      rates_known
-          ? "; per token " + milliseconds(cpu_s) + " of expert matvecs on the CPU at " +
-                rate(r.cpu_bytes_per_s) + " against " + milliseconds(copy_s) + " of copies at " +
-                rate(r.h2d_bytes_per_s) + " host to device with " +
-                std::to_string(int64_t(miss_rate * 100 + 0.5)) + "% misses (uniform routing)"
-          : "";
+  PlacementRates rates;
+  rates.h2d_bytes_per_s = r.h2d_bytes_per_s;
+  rates.cpu_bytes_per_s = r.cpu_bytes_per_s;
+  rates.device_bytes_per_s = r.device_bytes_per_s;
+  rates.device_rest_bytes = r.device_rest_bytes;
+  rates.repeat = r.repeat;
+  const PlacementCost cost = estimate_placement_cost(layout, std::max<int64_t>(n_slots, 0), rates);
+  const std::string comparison = rates_known ? "; " + explain_cost(cost, rates) : "";
   // A slot count the user gave (--gpu-expert-cache) asks for the device tier: only the rates'
   // choice between the tiers is automatic.
   if (r.compute == ExpertCompute::kAuto && r.forced_slots == 0 &&
-      (n_slots < layout.n_expert_used || (rates_known && cpu_s < copy_s))) {
+      (n_slots < layout.n_expert_used || (rates_known && cost.hybrid_s < cost.tiered_s))) {
     plan.mode = DevicePlan::Mode::kHybrid;
     plan.reasons.push_back(
         "routed experts: computed on the CPU from the host tier (hybrid), " +

@@ -2,11 +2,11 @@
 // in device memory when they fit the device budget; else either device slots in front of the
 // host tier (GPU-tiered: misses are copied host → device) or the hybrid placement (experts
 // computed by the CPU from the host tier, llama.cpp's --cpu-moe). Between those two it chooses
-// from measured rates — host-to-device copy and the CPU's expert matvec, in bytes per second —
-// by the expert bytes one token needs: copied at the miss rate the slots leave under uniform
-// routing (real routing repeats experts, so this is the tiered side's worst case), or all read
-// by the CPU. Reads from disk are left out: both placements make the same ones. Every decision
-// comes with a line saying why (--explain).
+// by experts/placement_cost: each placement's decode time per token from measured rates
+// (host-to-device copy, the CPU's and the device's matvec, bytes per second), the slot hits that
+// routing locality leaves, and the overlap of the device tier's copies with device compute.
+// Reads from disk are left out: both placements make the same ones. Every decision comes with a
+// line saying why, with the figures compared (--explain).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "experts/expert_layout.h"
+#include "experts/placement_cost.h"
 
 namespace sluice::experts {
 
@@ -26,8 +27,11 @@ struct DevicePlanRequest {
   bool host_streams = false;  // the host tier streams from disk (then slots, never all)
   int64_t forced_slots = 0;   // --gpu-expert-cache; 0: as the budget allows
   ExpertCompute compute = ExpertCompute::kAuto;
-  double h2d_bytes_per_s = 0;  // measured; 0: unknown (then the device tier is kept)
-  double cpu_bytes_per_s = 0;  // the CPU's expert matvec, measured; 0: unknown
+  double h2d_bytes_per_s = 0;        // measured; 0: unknown (then the device tier is kept)
+  double cpu_bytes_per_s = 0;        // the CPU's expert matvec, measured; 0: unknown
+  double device_bytes_per_s = 0;     // the device's matvec, measured; 0: unknown (no device time)
+  uint64_t device_rest_bytes = 0;    // weights the device reads per token outside routed experts
+  double repeat = kNextTokenRepeat;  // routing locality (placement_cost.h)
 };
 
 struct DevicePlan {

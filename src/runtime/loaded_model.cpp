@@ -103,11 +103,12 @@ void LoadedModel::choose_backend(const ModelOptions& options) {
   std::string reason;
 #if SLUICE_HAVE_CUDA
   if (cuda) {
-    backend_ = std::make_unique<cuda::CudaBackend>(0);
+    backend_ = std::make_unique<cuda::CudaBackend>(0, options.cpu_rounding);
     info_.backend = "cuda";
     info_.device = cuda::describe_device(0);
     reason = "backend: cuda on " + info_.device +
-             " (weights, activations and KV cache in device memory)";
+             " (weights, activations and KV cache in device memory" +
+             (options.cpu_rounding ? "; rounding as the CPU backend's" : "") + ")";
     place_experts_on_device(options);
   }
 #endif
@@ -213,11 +214,21 @@ void LoadedModel::place_experts_on_device(const ModelOptions& options) {
   if (plan.mode != experts::DevicePlan::Mode::kAllOnDevice &&
       request.compute == experts::ExpertCompute::kAuto) {
     // Between the device tier and the CPU: by the machine's measured rates.
-    const CalibratedRates rates =
-        calibrated_rates(info_.device, expert_type(expert_layout_), *pool_,
-                         [] { return cuda::measure_host_to_device_bytes_per_s(); });
+    const QType type = expert_type(expert_layout_);
+    const CalibratedRates rates = calibrated_rates(
+        info_.device, type, *pool_, [] { return cuda::measure_host_to_device_bytes_per_s(); },
+        [&] { return measure_backend_matvec_bytes_per_s(*backend_, type); });
     request.h2d_bytes_per_s = rates.h2d_bytes_per_s;
     request.cpu_bytes_per_s = rates.cpu_bytes_per_s;
+    request.device_bytes_per_s = rates.device_bytes_per_s;
+    // What the device reads per token besides the routed experts: every other weight but the
+    // token embedding table (one row a token) unless it doubles as the output head.
+    const TensorInfo* embedding = file_.find_tensor("token_embd.weight");
+    const uint64_t skipped = embedding != nullptr && file_.find_tensor("output.weight") != nullptr
+                                 ? embedding->n_bytes
+                                 : 0;
+    const uint64_t rest = info_.weight_bytes > expert_bytes ? info_.weight_bytes - expert_bytes : 0;
+    request.device_rest_bytes = rest > skipped ? rest - skipped : 0;
     plan = experts::plan_device_experts(expert_layout_, request);
     plan.reasons.push_back(std::string("rates: ") +
                            (rates.measured_now ? "measured now, kept in " : "from ") + rates.file);

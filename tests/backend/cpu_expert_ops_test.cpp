@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/expert_selection.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "quant_test_data.h"
@@ -121,6 +122,54 @@ TEST(CpuExpertOps, MatmulExpertsRefusesIdsOutsideTheStack) {
     const int32_t ids[] = {0, bad};
     EXPECT_THROW(backend.matmul_experts(stack.view, ids, 2, x.data(), true, y.data()), Error)
         << bad;
+  }
+}
+
+}  // namespace
+}  // namespace sluice::test
+
+namespace sluice::test {
+namespace {
+
+// select_experts with ExpertScoring::kSoftmax is softmax_rows then select_experts on the
+// probabilities, bit for bit (choices and weights), with and without a selection bias; the host
+// reference alone refuses the scoring (the softmax is the backend's).
+TEST(CpuExpertOps, SoftmaxScoringIsSoftmaxRowsThenSelection) {
+  std::mt19937 rng(20261130);
+  std::uniform_real_distribution<float> logit(-4.0f, 4.0f), small(-0.05f, 0.05f);
+  cpu::CpuBackend backend(nullptr);
+  for (const int64_t n_expert : {8, 60, 128}) {
+    const int64_t n_tokens = 5, k = 4;
+    std::vector<float> logits(static_cast<size_t>(n_tokens * n_expert));
+    std::vector<float> bias(static_cast<size_t>(n_expert));
+    for (float& v : logits) v = logit(rng);
+    for (float& b : bias) b = small(rng);
+    for (const bool with_bias : {false, true}) {
+      SCOPED_TRACE(std::to_string(n_expert) + " experts, bias " + std::to_string(with_bias));
+      ExpertSelection s{n_expert, k, 0, 0, true, 0.0f, ExpertScoring::kSoftmax};
+      std::vector<int32_t> fused_ids(size_t(n_tokens * k)), plain_ids(fused_ids.size());
+      std::vector<float> fused_w(fused_ids.size()), plain_w(fused_ids.size());
+      std::vector<float> probs = logits;
+      backend.select_experts(logits.data(), with_bias ? bias.data() : nullptr, n_tokens, s,
+                             fused_ids.data(), fused_w.data());
+      backend.softmax_rows(probs.data(), n_tokens, n_expert);
+      s.scoring = ExpertScoring::kProbabilities;
+      backend.select_experts(probs.data(), with_bias ? bias.data() : nullptr, n_tokens, s,
+                             plain_ids.data(), plain_w.data());
+      EXPECT_EQ(fused_ids, plain_ids);
+      for (size_t i = 0; i < fused_w.size(); ++i) {
+        uint32_t a, b;
+        std::memcpy(&a, &fused_w[i], 4);
+        std::memcpy(&b, &plain_w[i], 4);
+        EXPECT_EQ(a, b) << "weight " << i;
+      }
+      std::vector<float> row(logits.begin(), logits.begin() + n_expert);
+      SelectionScratch scratch;
+      s.scoring = ExpertScoring::kSoftmax;
+      EXPECT_THROW(select_and_weigh_experts(row.data(), nullptr, s, scratch, fused_ids.data(),
+                                            fused_w.data()),
+                   Error);
+    }
   }
 }
 

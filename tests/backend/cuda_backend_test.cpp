@@ -33,23 +33,8 @@ namespace {
 
 using cuda::DeviceBuffer;
 
-// The shared device-test base (cuda_test_fixture.h) plus a ulp comparison with the CPU.
-class CudaBackendTest : public CudaDeviceTest {
- protected:
-  // Every element within `max_ulp` of the CPU's.
-  void expect_ulps(const std::vector<float>& gpu, const std::vector<float>& cpu, int64_t max_ulp,
-                   const std::string& what) {
-    ASSERT_EQ(gpu.size(), cpu.size());
-    int64_t worst = 0;
-    size_t worst_at = 0;
-    for (size_t i = 0; i < gpu.size(); ++i) {
-      const int64_t d = ulp_distance(gpu[i], cpu[i]);
-      if (d > worst) worst = d, worst_at = i;
-    }
-    EXPECT_LE(worst, max_ulp) << what << ": element " << worst_at << " gpu " << gpu[worst_at]
-                              << " cpu " << cpu[worst_at] << " (" << where() << ")";
-  }
-};
+// The shared device-test base (cuda_test_fixture.h).
+using CudaBackendTest = CudaDeviceTest;
 
 // rms_norm: squares summed in double on both sides, only in another order, so the float mean
 // matches except on a double-rounding tie: at most 1 ulp.

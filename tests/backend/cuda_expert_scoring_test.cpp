@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/softmax.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
@@ -59,8 +60,12 @@ bool spread(std::vector<float> values) {
 // summed) are well separated.
 bool well_separated(const float* row, const std::vector<float>& bias, const ExpertSelection& s) {
   std::vector<float> scores(size_t(s.n_expert));
+  std::vector<float> softmax(row, row + s.n_expert);
+  cpu::softmax_row(softmax.data(), s.n_expert);
   for (int64_t e = 0; e < s.n_expert; ++e) {
-    const float p = s.scoring == ExpertScoring::kSigmoid ? sigmoid_probability(row[e]) : row[e];
+    const float p = s.scoring == ExpertScoring::kSigmoid   ? sigmoid_probability(row[e])
+                    : s.scoring == ExpertScoring::kSoftmax ? softmax[size_t(e)]
+                                                           : row[e];
     scores[size_t(e)] = p + (bias.empty() ? 0.0f : bias[size_t(e)]);
   }
   std::vector<float> group_scores;
@@ -109,9 +114,14 @@ void expect_scoring_matches_host(const ScoringCase& test, uint32_t seed) {
   std::vector<int32_t> host_selected(size_t(n_tokens * k));  // [n_tokens, k]
   std::vector<float> host_weights(host_selected.size());     // [n_tokens, k]
   SelectionScratch scratch;
+  // kSoftmax: the CPU backend's softmax_rows first, then the probabilities' selection.
+  ExpertSelection host = s;
+  if (s.scoring == ExpertScoring::kSoftmax) host.scoring = ExpertScoring::kProbabilities;
   for (int64_t t = 0; t < n_tokens; ++t) {
-    select_and_weigh_experts(logits.data() + t * s.n_expert, bias.empty() ? nullptr : bias.data(),
-                             s, scratch, host_selected.data() + t * k, host_weights.data() + t * k);
+    std::vector<float> row(logits.begin() + t * s.n_expert, logits.begin() + (t + 1) * s.n_expert);
+    if (s.scoring == ExpertScoring::kSoftmax) cpu::softmax_row(row.data(), s.n_expert);
+    select_and_weigh_experts(row.data(), bias.empty() ? nullptr : bias.data(), host, scratch,
+                             host_selected.data() + t * k, host_weights.data() + t * k);
   }
   cuda::Stream stream;
   cuda::DeviceBuffer logits_dev(logits.size() * sizeof(float)),
@@ -159,6 +169,13 @@ TEST(CudaSelectExpertsScoring, MatchesHostSelection) {
   // The softmax of the chosen, then a bias, normalisation and a scale: every step in one.
   ExpertSelection all{96, 12, 0, 0, true, 0.5f, ExpertScoring::kSoftmaxChosen};
   expect_scoring_matches_host({"softmax chosen, normalised, scaled", all, true}, seed + 5);
+  // The router's softmax inside the selection (Qwen3 MoE, OLMoE): softmax_rows' numbers.
+  ExpertSelection qwen3{128, 8, 0, 0, true, 0.0f, ExpertScoring::kSoftmax};
+  expect_scoring_matches_host({"qwen3moe softmax", qwen3, false}, seed + 6);
+  ExpertSelection olmoe{64, 8, 0, 0, false, 0.0f, ExpertScoring::kSoftmax};
+  expect_scoring_matches_host({"olmoe softmax", olmoe, false}, seed + 7);
+  ExpertSelection tail{60, 4, 0, 0, true, 0.0f, ExpertScoring::kSoftmax};  // 7 groups + a tail of 4
+  expect_scoring_matches_host({"softmax with a tail", tail, true}, seed + 8);
 }
 
 TEST(CudaSelectExpertsScoring, RefusesAnUnknownScoring) {

@@ -3,8 +3,10 @@
 // data each run (seed from the clock, in every failure message), device outputs poisoned with
 // NaN (0xff bytes) before each launch. Tolerances:
 //   - mul_rows: bit for bit (one rounded product per element on both);
-//   - mul_gate's activated logits: sigmoid within 2 ulp (libm's expf is within ~0.5 ulp of the
-//     correctly rounded value the device uses; 1 + e and the division carry that ulp); softplus
+//   - mul_gate's activated logits: sigmoid within 4 ulp (libm's expf is within ~0.5 ulp of the
+//     correctly rounded value the device uses; an ulp of a large e = e^-g can move the rounded
+//     1 + e by up to two ulps of its own, which the division carries: the H200 once measured
+//     2.4e-7 relative, between 2 and 4 ulp, at g = -16.6); softplus
 //     within 2^-23 + 2 ulp (an ulp of e^g can move the rounded 1 + e^g by one ulp, which log
 //     turns into at most 2^-23 absolute, plus logf's own rounding); the identity above 20 exact;
 //   - mul_gate's x: bit for bit against x times the device's own activated logit, since the
@@ -55,7 +57,7 @@ class CudaGateTest : public CudaDeviceTest {
 
 // The gate's tolerance against the CPU's activated logit (see the file comment).
 float gate_tolerance(GateActivation act, float raw, float cpu) {
-  if (act == GateActivation::kSigmoid) return 2.0f * ulp(cpu);
+  if (act == GateActivation::kSigmoid) return 4.0f * ulp(cpu);
   if (raw > 20.0f) return 0.0f;
   return 0x1p-23f + 2.0f * ulp(cpu);
 }

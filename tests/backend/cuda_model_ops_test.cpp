@@ -49,22 +49,6 @@ class CudaModelOpsTest : public CudaDeviceTest {
 
   // NaN everywhere (0xff bytes). (Hides CudaDeviceTest::poisoned, which makes DeviceBuffers.)
   std::unique_ptr<Allocation> poisoned(size_t bytes) { return poisoned_allocation(bytes); }
-
-  // Equal bit patterns, and no poison (0xffffffff) left in `got`: an element neither launch
-  // wrote must not pass as equal.
-  void expect_bits(const std::vector<float>& got, const std::vector<float>& expected,
-                   const std::string& what) {
-    ASSERT_EQ(got.size(), expected.size()) << what;
-    for (size_t i = 0; i < got.size(); ++i) {
-      uint32_t a, b;
-      std::memcpy(&a, &got[i], 4);
-      std::memcpy(&b, &expected[i], 4);
-      ASSERT_NE(a, 0xffffffffu) << what << ": element " << i << " never written (" << where()
-                                << ")";
-      ASSERT_EQ(a, b) << what << ": element " << i << " got " << got[i] << " expected "
-                      << expected[i] << " (" << where() << ")";
-    }
-  }
 };
 
 TEST_F(CudaModelOpsTest, AllocateIsZeroedAndCopiesRoundTrip) {

@@ -123,6 +123,33 @@ class CudaDeviceTest : public ::testing::Test {
     return host;
   }
 
+  // Equal bit patterns, and no poison (0xffffffff) left in `got`: an element neither launch
+  // wrote must not pass as equal.
+  void expect_bits(const std::vector<float>& got, const std::vector<float>& expected,
+                   const std::string& what) {
+    ASSERT_EQ(got.size(), expected.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const uint32_t a = fp32_to_bits(got[i]), b = fp32_to_bits(expected[i]);
+      ASSERT_NE(a, 0xffffffffu) << what << ": element " << i << " never written (" << where()
+                                << ")";
+      ASSERT_EQ(a, b) << what << ": element " << i << " got " << got[i] << " expected "
+                      << expected[i] << " (" << where() << ")";
+    }
+  }
+  // Every element within `max_ulp` of the CPU's.
+  void expect_ulps(const std::vector<float>& gpu, const std::vector<float>& cpu, int64_t max_ulp,
+                   const std::string& what) {
+    ASSERT_EQ(gpu.size(), cpu.size());
+    int64_t worst = 0;
+    size_t worst_at = 0;
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      const int64_t d = ulp_distance(gpu[i], cpu[i]);
+      if (d > worst) worst = d, worst_at = i;
+    }
+    EXPECT_LE(worst, max_ulp) << what << ": element " << worst_at << " gpu " << gpu[worst_at]
+                              << " cpu " << cpu[worst_at] << " (" << where() << ")";
+  }
+
   std::unique_ptr<cuda::CudaBackend> gpu_;
   cpu::CpuBackend cpu_{nullptr};
   uint32_t seed_ = 0;

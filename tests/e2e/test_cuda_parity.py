@@ -1,7 +1,8 @@
 """The CUDA backend against the CPU backend on real weights: SmolLM2-135M-Instruct Q4_1 and
 Gemma 3 270M Q4_K_M, the eight chat prompts of tests/golden/llamacpp_real (their llama.cpp token
 ids), `sluice eval --tokens IDS --json --greedy 64` once with `--backend cpu` and once with
-`--backend cuda`. Skips, saying why, without a CUDA device or without the models (.cache/models,
+`--backend cuda`, the latter with its default rounding and again with `--cpu-rounding` (attention in
+the CPU's order of operations, every product on the CPU's int8 arithmetic). Skips, saying why, without a CUDA device or without the models (.cache/models,
 from scripts/fetch_test_models.sh; on the GPU machine they are carried there).
 
 What must hold:
@@ -15,8 +16,15 @@ What must hold:
     cores. A rounding difference flips some int8 roundings of later activations and moves the
     logits of these quantized models by a few tenths (llama.cpp moves its own by 0.2 to 1.7
     between its two attention paths, tests/e2e/test_real_weights_parity.py), so the bound is on
-    the distribution: KL 2e-2, llama.cpp's own largest self-disagreement there; a real bug (a
-    wrong RoPE, norm or cache write) gives 0.1 or more.
+    the distribution: KL 3e-2. llama.cpp's own largest self-disagreement there is 2e-2, and the
+    CPU backend against itself with F32 instead of F16 cells (a rounding change only) measured up
+    to 2.3e-2 on Gemma 3 270M's prompts (code_request, max |d| 1.27); the H200 gave CPU vs CUDA
+    2.4e-2 on Gemma's emoji prompt. A real bug (a wrong RoPE, norm or cache write) gives 0.1 or
+    more.
+    With --cpu-rounding the attention matches the CPU's bit for bit (tests/backend/
+    cuda_cpu_rounding_test.cpp) and the products differ only in float summation order (~1e-7), but
+    each such difference can still flip an int8 rounding of a later activation, so the same
+    criteria apply; the report shows how many continuations are identical in each mode.
 Measured values are written to $SLUICE_BUILD_DIR/cuda_parity.json.
 """
 import json
@@ -35,16 +43,16 @@ GOLDENS = {p.stem: json.loads(p.read_text(encoding="utf-8"))
            for p in sorted((ROOT / "tests" / "golden" / "llamacpp_real").glob("*.json"))}
 N_GREEDY = 64
 GREEDY_MARGIN = 0.5
-MAX_KL = 2e-2
+MAX_KL = 3e-2
 REPORT = {}
 
 if not SLUICE_BIN:
     pytest.skip("SLUICE_BIN is not set (run through ctest)", allow_module_level=True)
 
 
-def evaluate(model, ids, backend):
+def evaluate(model, ids, backend, extra=()):
     args = [SLUICE_BIN, "eval", "--model", str(model), "--tokens", ",".join(map(str, ids)), "--json",
-            "--greedy", str(N_GREEDY), "--backend", backend, "--ctx", "1024"]
+            "--greedy", str(N_GREEDY), "--backend", backend, "--ctx", "1024", *extra]
     run = subprocess.run(args, capture_output=True, timeout=600)
     return run, (json.loads(run.stdout) if run.returncode == 0 else None)
 
@@ -66,8 +74,9 @@ def log_softmax(x):
     return x - m - np.log(np.exp(x - m).sum())
 
 
+@pytest.mark.parametrize("rounding", ["default", "cpu"])
 @pytest.mark.parametrize("name", list(GOLDENS))
-def test_cuda_greedy_and_logits_match_cpu(cuda_device, capsys, name):
+def test_cuda_greedy_and_logits_match_cpu(cuda_device, capsys, name, rounding):
     golden = GOLDENS[name]
     model = MODELS / golden["model"]["file"]
     if not model.exists():
@@ -77,7 +86,8 @@ def test_cuda_greedy_and_logits_match_cpu(cuda_device, capsys, name):
         ids = prompt["prompt_ids"]
         cpu_run, cpu = evaluate(model, ids, "cpu")
         assert cpu_run.returncode == 0, cpu_run.stderr.decode(errors="replace")
-        cuda_run, cuda = evaluate(model, ids, "cuda")
+        cuda_run, cuda = evaluate(model, ids, "cuda",
+                                  ["--cpu-rounding"] if rounding == "cpu" else [])
         assert cuda_run.returncode == 0, cuda_run.stderr.decode(errors="replace")
         a, b = np.asarray(cpu["logits"][-1]), np.asarray(cuda["logits"][-1])
         lp, lq = log_softmax(a), log_softmax(b)
@@ -97,10 +107,12 @@ def test_cuda_greedy_and_logits_match_cpu(cuda_device, capsys, name):
         assert parted is None or (near_tie is not None and near_tie <= parted), (
             f"{prompt['name']}: greedy parts at step {parted} with no near-tie before it: "
             f"cpu {g_cpu} cuda {g_cuda}")
-    REPORT[name] = rows
+    REPORT[f"{name} {rounding} rounding"] = rows
     with capsys.disabled():
+        identical = sum(r["greedy_identical"] for r in rows)
+        print(f"\n{name}, {rounding} rounding: greedy identical on {identical} of {len(rows)}")
         for r in rows:
-            print(f"\n{name} {r['prompt']}: max|d| {r['max_abs']:.3f} KL {r['kl']:.2e} "
+            print(f"{name} {r['prompt']}: max|d| {r['max_abs']:.3f} KL {r['kl']:.2e} "
                   + ("greedy identical" if r["greedy_identical"] else
                      f"greedy parts at step {r['parted_at']} after a near-tie at {r['near_tie']}"))
     (BUILD_DIR / "cuda_parity.json").write_text(json.dumps(REPORT, indent=1))

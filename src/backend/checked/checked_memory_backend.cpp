@@ -1,5 +1,6 @@
-// The checked backend: every op opens all regions (PROT_READ | PROT_WRITE), checks its
-// activation arguments, runs the inner backend's op, and closes them again (PROT_NONE).
+// The checked backend: every op checks its place in a recorded step, opens all regions
+// (PROT_READ | PROT_WRITE), checks its activation arguments, runs the inner backend's op, and
+// closes them again (PROT_NONE).
 #include "backend/checked/checked_memory_backend.h"
 
 #include <sys/mman.h>
@@ -8,15 +9,17 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "core/error.h"
 
 namespace sluice::checked {
 
-// The regions open for the life of one op.
+// The regions open for the life of one op (download: the op is one).
 class OpenRegions {
  public:
-  explicit OpenRegions(const CheckedMemoryBackend& b) : b_(b) {
+  explicit OpenRegions(CheckedMemoryBackend& b, bool download = false) : b_(b) {
+    b_.check_step_order(download);
     if (b_.open_depth_++ == 0) b_.protect_all(PROT_READ | PROT_WRITE);
   }
   ~OpenRegions() {
@@ -26,7 +29,7 @@ class OpenRegions {
   OpenRegions& operator=(const OpenRegions&) = delete;
 
  private:
-  const CheckedMemoryBackend& b_;
+  CheckedMemoryBackend& b_;
 };
 
 namespace {
@@ -115,9 +118,55 @@ void CheckedMemoryBackend::upload(void* dst, const void* host, size_t bytes) {
 }
 
 void CheckedMemoryBackend::download(void* host, const void* src, size_t bytes) {
-  OpenRegions open(*this);
+  OpenRegions open(*this, /*download=*/true);
   require("download", "src", src, bytes);
-  inner_->download(host, src, bytes);
+  if (!in_recorded_step_) return inner_->download(host, src, bytes);
+  // As a GPU's recorded step stages it: the bytes as they are now, at `host` once the step ran.
+  const size_t offset = pending_bytes_.size();
+  pending_bytes_.resize(offset + bytes);
+  inner_->download(pending_bytes_.data() + offset, src, bytes);
+  pending_.push_back({host, offset, bytes});
+}
+
+void CheckedMemoryBackend::fail_sticky(std::string message) {
+  broken_ = std::move(message);
+  fail(broken_);
+}
+
+void CheckedMemoryBackend::check_step_order(bool download) {
+  if (!broken_.empty()) fail(broken_);
+  if (in_recorded_step_ && !download && !pending_.empty()) {
+    fail_sticky(
+        "checked backend: download inside a recorded step with ops queued after it: the host "
+        "cannot read it before the step has run, so the model's decode_reads_host() must say "
+        "true");
+  }
+}
+
+bool CheckedMemoryBackend::begin_recorded_step() {
+  if (!broken_.empty()) fail(broken_);
+  in_recorded_step_ = true;
+  pending_.clear();
+  pending_bytes_.clear();
+  return true;
+}
+
+void CheckedMemoryBackend::end_recorded_step() {
+  in_recorded_step_ = false;
+  for (const PendingDownload& d : pending_) {
+    std::memcpy(d.host, pending_bytes_.data() + d.offset, d.bytes);
+  }
+  pending_.clear();
+}
+
+void CheckedMemoryBackend::abort_recorded_step() noexcept {
+  in_recorded_step_ = false;
+  pending_.clear();
+  if (broken_.empty()) {
+    broken_ =
+        "checked backend: a recorded step failed part-way; its ops had run already, so it "
+        "cannot run again";
+  }
 }
 
 void CheckedMemoryBackend::copy(void* dst, const void* src, size_t bytes) {
@@ -177,6 +226,16 @@ void CheckedMemoryBackend::add_rms_norm(float* x, const float* branch, const flo
   require("add_rms_norm", "branch", branch, floats(n_rows * n));
   require("add_rms_norm", "xn", xn, floats(n_rows * n));
   inner_->add_rms_norm(x, branch, weight, xn, n_rows, n, eps);
+}
+
+void CheckedMemoryBackend::post_norm_add_rms_norm(float* x, float* branch, const float* post_weight,
+                                                  float post_eps, const float* weight, float* xn,
+                                                  int64_t n_rows, int64_t n, float eps) {
+  OpenRegions open(*this);
+  require("post_norm_add_rms_norm", "x", x, floats(n_rows * n));
+  require("post_norm_add_rms_norm", "branch", branch, floats(n_rows * n));
+  if (xn != nullptr) require("post_norm_add_rms_norm", "xn", xn, floats(n_rows * n));
+  inner_->post_norm_add_rms_norm(x, branch, post_weight, post_eps, weight, xn, n_rows, n, eps);
 }
 
 void CheckedMemoryBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim,

@@ -6,7 +6,12 @@
 //     read or write of backend memory outside an op (a host loop over activations, a memcpy)
 //     faults at once, where a GPU would have read garbage or crashed later;
 //   - checks that every activation argument of every op lies inside its memory, naming the op
-//     and the argument otherwise ("checked backend: matmul: x is not backend memory").
+//     and the argument otherwise ("checked backend: matmul: x is not backend memory");
+//   - takes part in recorded steps (a GPU's CUDA graphs) as markers, so that the runtime takes
+//     its recording path here too: inside one, a download completes only at the step's end, as
+//     a graph's staged downloads do, and an op queued after a download fails — the host may have
+//     read it to decide that op ("checked backend: download inside a recorded step …"). A model
+//     whose decode_reads_host() wrongly says false fails here instead of on the GPU.
 // Weights (MatrixView data, norm weights, biases …) may be host memory, as on a GPU.
 // Selected by SLUICE_CHECK_BACKEND_MEMORY=1 with the CPU backend (runtime/loaded_model.cpp).
 // Slow (two mprotect calls per region per op): a test tool, not a backend to run models on.
@@ -16,6 +21,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -35,6 +42,9 @@ class CheckedMemoryBackend final : public Backend {
                 float eps) override;
   void add_rms_norm(float* x, const float* branch, const float* weight, float* xn, int64_t n_rows,
                     int64_t n, float eps) override;
+  void post_norm_add_rms_norm(float* x, float* branch, const float* post_weight, float post_eps,
+                              const float* weight, float* xn, int64_t n_rows, int64_t n,
+                              float eps) override;
   void rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
             const RopeConfig& config) override;
   void kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
@@ -105,17 +115,42 @@ class CheckedMemoryBackend final : public Backend {
   void copy_strided_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
                          int64_t n_rows, int64_t n_cols) override;
 
+  // Recorded steps without a recording: begin says yes and marks the step, end completes its
+  // downloads. The ops ran at once, so a step that failed part-way cannot run again: after an
+  // abort every op (and begin) fails, with the violation's message when it was one of these
+  // checks — the runtime's unrecorded retry then stops the run with that message.
+  bool begin_recorded_step() override;
+  void end_recorded_step() override;
+  void abort_recorded_step() noexcept override;
+
  private:
   friend class OpenRegions;
   // Fails (sluice::Error) unless [p, p + bytes) lies inside one allocation; bytes 0 is allowed
   // anywhere inside one (or nullptr).
   void require(const char* op, const char* what, const void* p, uint64_t bytes) const;
   void protect_all(int protection) const;
+  // Every op, first thing (OpenRegions): fails after an aborted step, or when `op` is queued
+  // after a download inside a recorded step (a download after a download is allowed: the
+  // step's outputs, read once it has run).
+  void check_step_order(bool download);
+  // Fails with `message`, which every later op repeats.
+  [[noreturn]] void fail_sticky(std::string message);
 
   std::unique_ptr<Backend> inner_;
   std::map<uintptr_t, size_t> regions_;  // start -> mapped length (whole pages)
   std::map<uintptr_t, size_t> sizes_;    // start -> bytes asked for
   mutable int open_depth_ = 0;  // nested opens (none today: the inner backend never calls back)
+
+  // The recorded step in progress: its downloads, completed by end_recorded_step.
+  struct PendingDownload {
+    void* host;
+    size_t offset;  // into pending_bytes_
+    size_t bytes;
+  };
+  bool in_recorded_step_ = false;
+  std::vector<PendingDownload> pending_;
+  std::vector<unsigned char> pending_bytes_;  // the downloads' bytes as they were when queued
+  std::string broken_;                        // not empty: why every op now fails
 };
 
 // Whether the environment asks for the checked backend (SLUICE_CHECK_BACKEND_MEMORY=1).

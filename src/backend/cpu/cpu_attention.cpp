@@ -51,7 +51,8 @@ struct HeadAttention {
 
   // F16 cells, as llama.cpp's CPU flash attention computes them: the query rounded to half,
   // the value accumulator kept in half and rescaled whenever the running maximum grows, the
-  // running sum updated with one fused multiply-add.
+  // running sum updated as sum * scale + weight (a product and a sum, each rounded: the project
+  // builds with -ffp-contract=off; CUDA's CPU-order kernel does the same).
   void run_half(int64_t t, int64_t h, int64_t kv_head, int64_t first, int64_t pos) const {
     const KvLayerView& kv = call.kv;
     const int64_t dk = kv.head_dim_k;

@@ -137,6 +137,7 @@ class CpuBackend final : public Backend {
 
   ThreadPool* pool_;
   SelectionScratch selection_;              // select_experts' buffers
+  std::vector<float> softmax_probs_;        // a row's softmax (ExpertScoring::kSoftmax)
   std::vector<uint8_t> activations_;        // [n_tokens, activation row bytes] of the last matmul
   std::vector<float> activation_scales_;    // [n_tokens, n_blocks, 2] d and s of those blocks
   std::vector<float> conv_window_;          // causal_conv_silu's [kernel - 1 + n_tokens, channels]

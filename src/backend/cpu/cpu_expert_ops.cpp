@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/softmax.h"
 #include "core/error.h"
 #include "quant/blocks.h"
 #include "quant/dot_reference.h"
@@ -19,9 +20,19 @@ void check_id(const ExpertStack& stack, int32_t id, const char* op) {
 
 void CpuBackend::select_experts(const float* probs, const float* bias, int64_t n_tokens,
                                 const ExpertSelection& s, int32_t* selected, float* weights) {
+  // kSoftmax: softmax_rows' numbers (a copy of the row: probs is the caller's), then as
+  // probabilities.
+  ExpertSelection as_given = s;
+  if (s.scoring == ExpertScoring::kSoftmax) as_given.scoring = ExpertScoring::kProbabilities;
   for (int64_t t = 0; t < n_tokens; ++t) {
-    select_and_weigh_experts(probs + t * s.n_expert, bias, s, selection_,
-                             selected + t * s.n_expert_used, weights + t * s.n_expert_used);
+    const float* row = probs + t * s.n_expert;
+    if (s.scoring == ExpertScoring::kSoftmax) {
+      softmax_probs_.assign(row, row + s.n_expert);
+      softmax_row(softmax_probs_.data(), s.n_expert);
+      row = softmax_probs_.data();
+    }
+    select_and_weigh_experts(row, bias, as_given, selection_, selected + t * s.n_expert_used,
+                             weights + t * s.n_expert_used);
   }
 }
 

@@ -15,6 +15,7 @@
 // The CPU reference rounds differently (F16 decode: query and accumulator in half; prefill:
 // polynomial exp per 64-cell tile), so results agree within a tolerance, not bit for bit; the
 // float32 accumulation here is at least as accurate (tests/backend/cuda_backend_test.cpp).
+// With CPU rounding asked for, F16 cells go to cuda_attention_cpu_order.cu instead.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -410,7 +411,8 @@ int64_t attention_planned_span(const AttentionCall& call) {
 }
 
 void launch_attention(const AttentionCall& call, const int64_t* pos0_slot,
-                      const AttentionDevice& device, DeviceBuffer& scratch, cudaStream_t stream) {
+                      const AttentionDevice& device, DeviceBuffer& scratch, cudaStream_t stream,
+                      bool cpu_rounding) {
   const KvLayerView& kv = call.kv;
   if (kv.head_dim_k > kMaxHeadDim || kv.head_dim_v > kMaxHeadDim || kv.head_dim_k <= 0 ||
       kv.head_dim_v <= 0) {
@@ -443,6 +445,7 @@ void launch_attention(const AttentionCall& call, const int64_t* pos0_slot,
   p.softcap = call.softcap;
   p.pos0_slot = attention_position_on_device(call.n_tokens) ? pos0_slot : nullptr;
   if (kv.n_head_kv > 65535) fail("attention: ", kv.n_head_kv, " KV heads are too many");
+  if (kv.type == KvElement::kF16 && cpu_rounding) return launch_cpu_order_attention(p, stream);
   if (kv.type == KvElement::kF16 && decode_kernel_fits(p)) {
     return launch_decode(p, device, scratch, stream);
   }

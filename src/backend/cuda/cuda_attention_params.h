@@ -1,7 +1,7 @@
 // Internal to backend/cuda: what the attention kernels share. cuda_attention.cu validates the
 // call, chooses the kernel and the split of the KV range, and merges split partials;
 // cuda_attention_decode.cu holds the bandwidth-bound F16 decode kernel, cuda_attention_prefill.cu
-// the tensor-core F16 prefill kernel.
+// the tensor-core F16 prefill kernel, cuda_attention_cpu_order.cu the CPU-ordered F16 kernels.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -65,5 +65,13 @@ bool prefill_kernel_fits(const AttentionParams& p, size_t max_shared_bytes);
 
 // Grid: (ceil(n_tokens * group / kPrefillRows), n_head_kv, n_splits).
 void launch_prefill_attention(const AttentionParams& p, dim3 grid, cudaStream_t stream);
+
+// F16 cells in the CPU backend's order (cuda_attention_cpu_order.cu), for CPU rounding: chunks
+// of kCpuTiledMinTokens tokens or more with head_dim_v a multiple of 8 take the CPU's tiled
+// path (cpu_order_tiled), the others its half-accumulator path. One block per (token, head);
+// no split, no partials.
+constexpr int64_t kCpuTiledMinTokens = 64;  // cpu_attention.cpp kTiledMinRows
+bool cpu_order_tiled(const AttentionParams& p);
+void launch_cpu_order_attention(const AttentionParams& p, cudaStream_t stream);
 
 }  // namespace sluice::cuda

@@ -43,7 +43,8 @@ uint64_t count_or_zero(int64_t n) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device) : device_(select_device(device)) {
+CudaBackend::CudaBackend(int device, bool cpu_rounding)
+    : device_(select_device(device)), cpu_rounding_(cpu_rounding) {
   multiprocessors_ = multiprocessor_count();
   max_shared_bytes_ = max_shared_memory_per_block();
   const char* graphs = std::getenv("SLUICE_CUDA_GRAPHS");
@@ -73,8 +74,8 @@ void CudaBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t 
   if (graph_.replayed(OpSignature(OpKind::kMatmul).add(w).add(x).add(y).add(n_tokens))) return;
   const void* weights = mirror_.resolve(w.data, matrix_bytes(w));
   std::string error;
-  if (!cuda::matmul(w.type, weights, w.n_rows, w.n_cols, x, y, n_tokens, stream_.handle(),
-                    &error)) {
+  if (!cuda::matmul(w.type, weights, w.n_rows, w.n_cols, x, y, n_tokens, stream_.handle(), &error,
+                    cpu_rounding_)) {
     fail(error);
   }
 }
@@ -156,6 +157,17 @@ void CudaBackend::add_rms_norm(float* x, const float* branch, const float* weigh
                       as_stream(stream_.handle()));
 }
 
+void CudaBackend::post_norm_add_rms_norm(float* x, float* branch, const float* post_weight,
+                                         float post_eps, const float* weight, float* xn,
+                                         int64_t n_rows, int64_t n, float eps) {
+  OpSignature op(OpKind::kPostNormAddRmsNorm);
+  op.add(x).add(branch).add(post_weight).add(post_eps).add(weight).add(xn);
+  if (graph_.replayed(op.add(n_rows).add(n).add(eps))) return;
+  launch_post_norm_add_rms_norm(x, branch, mirror_.resolve(post_weight, count_or_zero(n)), post_eps,
+                                mirror_.resolve(weight, count_or_zero(n)), xn, n_rows, n, eps,
+                                as_stream(stream_.handle()));
+}
+
 void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
                        const RopeConfig& config) {
   OpSignature op(OpKind::kRope);
@@ -178,6 +190,21 @@ void CudaBackend::kv_store(const KvLayerView& kv, const float* k, const float* v
   launch_kv_store(kv, k, v, n_tokens, pos0, slot, as_stream(stream_.handle()));
 }
 
+void CudaBackend::attention_inputs(const AttentionInputs& in) {
+  OpSignature op(OpKind::kAttentionInputs);
+  op.add(in.q).add(in.k).add(in.v).add(in.n_tokens).add(in.n_head).add(in.q_norm).add(in.k_norm);
+  const bool replayed = graph_.replayed(op.add(in.norm_eps).add(in.rope).add(in.kv));
+  if (in.pos0 < 0) fail("attention_inputs: position ", in.pos0);
+  const int64_t* slot = graph_.position_slot(in.pos0);
+  if (replayed) return;
+  AttentionInputs on_device = in;
+  on_device.q_norm = mirror_.resolve(in.q_norm, count_or_zero(in.kv.head_dim_k));
+  on_device.k_norm = mirror_.resolve(in.k_norm, count_or_zero(in.kv.head_dim_k));
+  on_device.rope.freq_factors =
+      mirror_.resolve(in.rope.freq_factors, count_or_zero(in.rope.n_rot / 2));
+  launch_attention_inputs(on_device, slot, as_stream(stream_.handle()));
+}
+
 // Decode-sized calls take their position from the step's parameter table and are recorded with
 // the span bucket their split is planned for; larger ones with their exact position.
 void CudaBackend::attention(const AttentionCall& call) {
@@ -193,7 +220,7 @@ void CudaBackend::attention(const AttentionCall& call) {
   AttentionCall resolved = call;
   resolved.sinks = mirror_.resolve(call.sinks, count_or_zero(call.n_head));
   launch_attention(resolved, slot, AttentionDevice{multiprocessors_, max_shared_bytes_},
-                   attention_scratch_, as_stream(stream_.handle()));
+                   attention_scratch_, as_stream(stream_.handle()), cpu_rounding_);
 }
 
 void CudaBackend::glu(GluActivation act, float* gate, const float* up, int64_t n_rows,

@@ -37,10 +37,18 @@ namespace sluice::cuda {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device = 0);  // throws when there is no such device
-  ~CudaBackend() override;               // frees what allocate() gave and was not deallocated
+  // cpu_rounding: every product and attention rounds as CpuBackend does (see cpu_rounding()).
+  explicit CudaBackend(int device = 0, bool cpu_rounding = false);  // throws without the device
+  ~CudaBackend() override;  // frees what allocate() gave and was not deallocated
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
+
+  // With CPU rounding, chunks of any length multiply on the decode kernels' int8 / float
+  // arithmetic (the CPU's; at most 8 tokens per weight read) and MoE rows go one by one; F16
+  // attention follows the CPU's order of operations (cuda_attention_cpu_order.cu). Results then
+  // differ from the CPU's only by float summation order inside a product (~1e-7 relative) and
+  // rare 1-ulp libm roundings, so greedy decoding agrees; prefill is several times slower.
+  bool cpu_rounding() const { return cpu_rounding_; }
 
   void matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) override;
   // Decode (≤ 8 tokens) with one activation format for all: quantized once, then one product
@@ -54,10 +62,15 @@ class CudaBackend final : public Backend {
   // One kernel, the bits of add then rms_norm (cuda_norm.cu).
   void add_rms_norm(float* x, const float* branch, const float* weight, float* xn, int64_t n_rows,
                     int64_t n, float eps) override;
+  void post_norm_add_rms_norm(float* x, float* branch, const float* post_weight, float post_eps,
+                              const float* weight, float* xn, int64_t n_rows, int64_t n,
+                              float eps) override;
   void rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
             const RopeConfig& config) override;
   void kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
                 int64_t pos0) override;
+  // One kernel (cuda_attention_inputs.cu), the bits of the default's six.
+  void attention_inputs(const AttentionInputs& in) override;
   void attention(const AttentionCall& call) override;
   void glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
            int64_t n_cols) override;
@@ -184,6 +197,7 @@ class CudaBackend final : public Backend {
   bool ahead_pending_ = false;       // copies queued since the last join
   StepGraph graph_{stream_};         // the recorded step: captured once, then replayed
   bool graphs_enabled_ = true;
+  bool cpu_rounding_ = false;
   std::map<uintptr_t, uintptr_t> pinned_ranges_;  // pin_host_memory's ranges: begin → end
   std::unordered_set<void*> allocations_;  // what allocate() gave and deallocate() did not take
 };

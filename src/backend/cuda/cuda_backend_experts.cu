@@ -10,14 +10,16 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/expert_matmul.h"
+#include "backend/cuda/quant_matmul.h"
 
 namespace sluice::cuda {
 namespace {
 
-// The most rows matmul_expert_groups runs row by row: a chunk of up to 32 tokens (quant_matmul.cu's
-// short-chunk bound) with 8 experts each. Each row reads its expert's whole matrix, so a longer
-// chunk, whose experts get many rows each, keeps the grouped tiles.
-constexpr int64_t kRowByRowMaxRows = 256;
+// The most rows matmul_expert_groups runs row by row (without CPU rounding): a chunk of up to
+// kCpuRoundingMaxTokens tokens (quant_matmul.h's short-chunk bound) with 8 experts each. Each row
+// reads its expert's whole matrix, so a longer chunk, whose experts get many rows each, keeps
+// the grouped tiles.
+constexpr int64_t kRowByRowMaxRows = kCpuRoundingMaxTokens * 8;
 
 ExpertStackArgs stack_args(const ExpertStack& stack, const void* base) {
   return {stack.type, base, stack.stride, stack.n_rows, stack.n_cols};
@@ -94,7 +96,7 @@ void CudaBackend::matmul_expert_groups(const ExpertStack& stack, const int32_t* 
   // grouped tiles; or, for a short chunk, each row's expert — its rows go one by one through the
   // decode kernels, the CPU's arithmetic, as quant_matmul.cu runs short dense chunks.
   const int64_t n_rows_total = offsets[n_groups];
-  const bool by_row = n_rows_total <= kRowByRowMaxRows;
+  const bool by_row = n_rows_total <= kRowByRowMaxRows || cpu_rounding_;
   std::vector<int32_t> lists;
   if (by_row) {
     lists.reserve(size_t(n_rows_total));

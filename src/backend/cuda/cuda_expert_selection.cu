@@ -7,13 +7,14 @@
 // they differ by one float ulp only where that value lies at a rounding boundary. The host sorts
 // with std::sort; here each expert's place is its rank, the number of experts that beat it,
 // under a total order (score, then the lower index): the same list whenever the scores are
-// distinct.
+// distinct. The softmax scoring is softmax_rows_kernel's, bit for bit (cuda_softmax.cuh).
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/cuda_softmax.cuh"
 #include "backend/cuda/expert_matmul.h"
 
 namespace sluice::cuda {
@@ -132,8 +133,16 @@ __global__ void __launch_bounds__(kMaxExperts)
   const float* row = rows + t * p.n_expert;
   const int e = threadIdx.x;
   float score = 0.0f;
+  if (p.scoring == ExpertScoring::kSoftmax) {  // the same for every thread of the block
+    __shared__ double softmax_scratch[32];
+    if (e < p.n_expert) probs[e] = row[e];
+    __syncthreads();
+    softmax_row_in_block(probs, p.n_expert, softmax_scratch);  // ends with each thread's own
+  }
   if (e < p.n_expert) {
-    const float prob = p.scoring == ExpertScoring::kSigmoid ? sigmoid_like_host(row[e]) : row[e];
+    const float prob = p.scoring == ExpertScoring::kSigmoid   ? sigmoid_like_host(row[e])
+                       : p.scoring == ExpertScoring::kSoftmax ? probs[e]
+                                                              : row[e];
     probs[e] = prob;
     score = __fadd_rn(prob, bias ? bias[e] : 0.0f);
     scores[e] = score;
@@ -185,7 +194,8 @@ bool select_experts(const float* probs, const float* bias, int64_t n_tokens,
   }
   if (config.scoring != ExpertScoring::kProbabilities &&
       config.scoring != ExpertScoring::kSigmoid &&
-      config.scoring != ExpertScoring::kSoftmaxChosen) {
+      config.scoring != ExpertScoring::kSoftmaxChosen &&
+      config.scoring != ExpertScoring::kSoftmax) {
     return fail(error,
                 "cuda select_experts: unknown scoring " + std::to_string(int(config.scoring)));
   }

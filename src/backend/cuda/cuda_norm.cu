@@ -3,31 +3,17 @@
 // below float precision), mean and 1 / sqrt(mean + eps) in float, then (x * factor) * weight.
 // add_rms_norm fuses the residual add before it (x += branch, as add_kernel: one rounded float
 // addition per element) into the same block, so it gives the bits of add then rms_norm.
+// post_norm_add_rms_norm puts the sandwich block's post-norm of the branch in front of that, in
+// the same block and through the same reduction: the bits of rms_norm, add, rms_norm.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_math.cuh"
+#include "backend/cuda/cuda_norm.cuh"
 #include "backend/cuda/cuda_ops.h"
 
 namespace sluice::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-// 1 / sqrt(mean + eps) of a row from each thread's double sum of its squares; every thread of
-// the block gets it. Both kernels reduce here with the same threads, so their sums agree.
-__device__ __forceinline__ float rms_factor(double local, int64_t n, float eps, double* scratch) {
-  const double sum = block_sum(local, scratch);
-  const float mean = __double2float_rn(sum / double(n));
-  return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
-}
-
-// out[i] = (in[i] * factor) * weight[i] for this thread's elements.
-__device__ __forceinline__ void scale_row(const float* in, float factor, const float* weight,
-                                          float* out, int64_t n) {
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float scaled = __fmul_rn(in[i], factor);
-    out[i] = weight != nullptr ? __fmul_rn(scaled, weight[i]) : scaled;
-  }
-}
 
 // One block per row. In place is safe: every x is read before the reduction's barriers and
 // each y[i] is written by the thread that read x[i].
@@ -58,6 +44,34 @@ __global__ void add_rms_norm_kernel(float* x, const float* branch, const float* 
   scale_row(row, factor, weight, xn + int64_t(blockIdx.x) * n, n);
 }
 
+// One block per row: branch = rms_norm(branch) * post_weight in place, x[i] += branch[i], then
+// (xn not nullptr) the norm of the sums into xn — rms_norm_kernel, add_kernel, rms_norm_kernel
+// element for element, both reductions over the same threads as rms_norm_kernel's. Each thread
+// touches only its own elements after the first reduction's barriers, so branch[i] is read
+// before it is overwritten and xn[i] (which may be branch[i]) is written last.
+__global__ void post_norm_add_rms_norm_kernel(float* x, float* branch, const float* post_weight,
+                                              float post_eps, const float* weight, float* xn,
+                                              int64_t n, float eps) {
+  __shared__ double scratch[32];
+  float* row = x + int64_t(blockIdx.x) * n;
+  float* add = branch + int64_t(blockIdx.x) * n;
+  double local = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) local += double(__fmul_rn(add[i], add[i]));
+  const float post_factor = rms_factor(local, n, post_eps, scratch);
+  local = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float scaled = __fmul_rn(add[i], post_factor);
+    const float normed = post_weight != nullptr ? __fmul_rn(scaled, post_weight[i]) : scaled;
+    add[i] = normed;
+    const float sum = __fadd_rn(row[i], normed);
+    row[i] = sum;
+    local += double(__fmul_rn(sum, sum));
+  }
+  if (xn == nullptr) return;  // the same for every thread of the grid
+  const float factor = rms_factor(local, n, eps, scratch);
+  scale_row(row, factor, weight, xn + int64_t(blockIdx.x) * n, n);
+}
+
 void check_rows(const char* op, int64_t n_rows, int64_t n) {
   if (n <= 0) fail(op, ": rows of ", n, " elements");
   if (n_rows > int64_t(0x7fffffff)) fail(op, ": ", n_rows, " rows are too many");
@@ -80,6 +94,18 @@ void launch_add_rms_norm(float* x, const float* branch, const float* weight, flo
   if (x == xn) fail("add_rms_norm: the norm's output must not be x");
   add_rms_norm_kernel<<<unsigned(n_rows), kThreads, 0, stream>>>(x, branch, weight, xn, n, eps);
   check_launch("add_rms_norm kernel");
+}
+
+void launch_post_norm_add_rms_norm(float* x, float* branch, const float* post_weight,
+                                   float post_eps, const float* weight, float* xn, int64_t n_rows,
+                                   int64_t n, float eps, cudaStream_t stream) {
+  if (n_rows <= 0) return;
+  check_rows("post_norm_add_rms_norm", n_rows, n);
+  if (x == xn) fail("post_norm_add_rms_norm: the norm's output must not be x");
+  if (x == branch) fail("post_norm_add_rms_norm: the branch must not be x");
+  post_norm_add_rms_norm_kernel<<<unsigned(n_rows), kThreads, 0, stream>>>(
+      x, branch, post_weight, post_eps, weight, xn, n, eps);
+  check_launch("post_norm_add_rms_norm kernel");
 }
 
 }  // namespace sluice::cuda

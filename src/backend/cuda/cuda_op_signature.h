@@ -59,6 +59,8 @@ enum class OpKind : uint8_t {
   kClampSwiglu,
   kKvCompress,
   kGatherKeyCells,
+  kPostNormAddRmsNorm,
+  kAttentionInputs,
 };
 
 class OpSignature {

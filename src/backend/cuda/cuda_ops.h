@@ -18,6 +18,11 @@ void launch_rms_norm(const float* x, const float* weight, float* y, int64_t n_ro
 // x += branch, then xn = rms_norm(x) * weight, bit-equal to launch_add + launch_rms_norm.
 void launch_add_rms_norm(float* x, const float* branch, const float* weight, float* xn,
                          int64_t n_rows, int64_t n, float eps, cudaStream_t stream);
+// branch = rms_norm(branch) * post_weight; x += branch; xn = rms_norm(x) * weight (xn nullptr:
+// skipped), bit-equal to launch_rms_norm + launch_add + launch_rms_norm.
+void launch_post_norm_add_rms_norm(float* x, float* branch, const float* post_weight,
+                                   float post_eps, const float* weight, float* xn, int64_t n_rows,
+                                   int64_t n, float eps, cudaStream_t stream);
 
 // Positions: rope, kv_store and attention take the first token's position by value (`pos0`)
 // or, inside a recorded step, from device memory (`pos0_slot`, the step graph's parameter table,
@@ -28,6 +33,11 @@ void launch_add_rms_norm(float* x, const float* branch, const float* weight, flo
 void launch_rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
                  const int64_t* pos0_slot, const RopeConfig& config, cudaStream_t stream);
 
+// cuda_attention_inputs.cu: Backend::attention_inputs in one launch (norm weights, freq_factors
+// and cells device pointers); the position from pos0_slot where not nullptr.
+void launch_attention_inputs(const AttentionInputs& in, const int64_t* pos0_slot,
+                             cudaStream_t stream);
+
 // cuda_attention.cu. `scratch` holds the split-K partial results (grown as needed).
 void launch_kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
                      int64_t pos0, const int64_t* pos0_slot, cudaStream_t stream);
@@ -36,8 +46,11 @@ struct AttentionDevice {
   size_t max_shared_bytes = 48 * 1024;  // dynamic shared memory a block may opt in to
 };
 // pos0_slot is honoured only where attention_position_on_device(call.n_tokens).
+// cpu_rounding: F16 cells are attended in the CPU backend's order of operations
+// (cuda_attention_cpu_order.cu) instead of the split-K / tensor-core kernels.
 void launch_attention(const AttentionCall& call, const int64_t* pos0_slot,
-                      const AttentionDevice& device, DeviceBuffer& scratch, cudaStream_t stream);
+                      const AttentionDevice& device, DeviceBuffer& scratch, cudaStream_t stream,
+                      bool cpu_rounding = false);
 // Decode-sized calls (at most 8 tokens: the decode and generic kernels) may read their position
 // from the device; their split of the cells over blocks is planned for the span of visible cells
 // rounded up to kAttentionSpanBucket, recorded or not (so that both give the same bits), and a

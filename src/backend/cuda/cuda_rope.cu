@@ -1,7 +1,5 @@
-// RoPE on the device, in CpuBackend's arithmetic: theta_i = pos * theta_scale^i advanced by
-// repeated float multiplication (each thread repeats the i products of its pair), divided by
-// the pair's frequency factor, YaRN's ramp fused as ggml's rope_yarn, cos/sin times mscale, and
-// the rotation fused as ggml's build does. Per-call constants (theta_scale, YaRN's correction
+// RoPE on the device, in CpuBackend's arithmetic (the angle and rotation: cuda_rope.cuh; each
+// thread repeats the i products of its pair). Per-call constants (theta_scale, YaRN's correction
 // dimensions and magnitude scale) are computed on the host with the CPU's own libm calls. The
 // position comes by value or, in a recorded step, from a device slot (cuda_ops.h).
 #include <algorithm>
@@ -10,29 +8,12 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_math.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_rope.cuh"
 
 namespace sluice::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int64_t kMaxRot = 1024;  // as the CPU backend
-
-struct RopeConstants {
-  int64_t n_rot = 0;
-  int64_t head_dim = 0;
-  int64_t n_head = 0;
-  int64_t pos0 = 0;
-  const int64_t* pos0_slot = nullptr;  // not nullptr: the position is read from here
-  bool neox = false;
-  float theta_scale = 1.0f;
-  float freq_scale = 1.0f;
-  const float* freq_factors = nullptr;
-  bool yarn = false;  // ext_factor != 0
-  float ext_factor = 0.0f;
-  float corr_low = 0.0f;    // YaRN's dims[0]
-  float ramp_width = 1.0f;  // max(0.001, dims[1] - dims[0])
-  float mscale = 1.0f;
-};
 
 // One block per token: the pair angles into shared memory, then every head's pairs rotated.
 __global__ void rope_kernel(float* x, RopeConstants c) {
@@ -40,21 +21,9 @@ __global__ void rope_kernel(float* x, RopeConstants c) {
   __shared__ float sin_cache[kMaxRot / 2];
   const int64_t t = blockIdx.x;
   const int64_t half = c.n_rot / 2;
-  const int64_t pos0 = c.pos0_slot != nullptr ? *c.pos0_slot : c.pos0;
+  const int64_t pos = rope_position(c) + t;
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    float theta = float(pos0 + t);
-    for (int64_t k = 0; k < i; ++k) theta = __fmul_rn(theta, c.theta_scale);
-    const float factor = c.freq_factors != nullptr ? c.freq_factors[i] : 1.0f;
-    const float theta_extrap = __fdiv_rn(theta, factor);
-    const float theta_interp = __fmul_rn(c.freq_scale, theta_extrap);
-    float angle = theta_interp;
-    if (c.yarn) {
-      const float y = __fdiv_rn(__fsub_rn(float(i), c.corr_low), c.ramp_width);
-      const float ramp_mix = __fmul_rn(__fsub_rn(1.0f, fminf(1.0f, fmaxf(0.0f, y))), c.ext_factor);
-      angle = __fmaf_rn(theta_interp, __fsub_rn(1.0f, ramp_mix), __fmul_rn(theta_extrap, ramp_mix));
-    }
-    cos_cache[i] = __fmul_rn(libm_cosf(angle), c.mscale);
-    sin_cache[i] = __fmul_rn(libm_sinf(angle), c.mscale);
+    rope_cos_sin(c, pos, i, &cos_cache[i], &sin_cache[i]);
   }
   __syncthreads();
   float* token = x + t * c.n_head * c.head_dim;
@@ -62,12 +31,9 @@ __global__ void rope_kernel(float* x, RopeConstants c) {
     const int64_t h = j / half;
     const int64_t i = j % half;
     float* v = token + h * c.head_dim;
-    const int64_t a = c.neox ? i : 2 * i;
-    const int64_t b = c.neox ? i + half : 2 * i + 1;
-    const float x0 = v[a];
-    const float x1 = v[b];
-    v[a] = __fmaf_rn(x0, cos_cache[i], -__fmul_rn(x1, sin_cache[i]));
-    v[b] = __fmaf_rn(x0, sin_cache[i], __fmul_rn(x1, cos_cache[i]));
+    int64_t a, b;
+    rope_pair(c, i, &a, &b);
+    rope_rotate(v[a], v[b], cos_cache[i], sin_cache[i], &v[a], &v[b]);
   }
 }
 
@@ -85,18 +51,17 @@ void yarn_corr_dims(int64_t n_rot, const RopeConfig& c, float dims[2]) {
 
 }  // namespace
 
-void launch_rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
-                 const int64_t* pos0_slot, const RopeConfig& config, cudaStream_t stream) {
-  if (config.style == RopeStyle::kNone || config.n_rot == 0 || n_tokens <= 0) return;
-  const int64_t n_rot = config.n_rot;
-  if (n_rot > kMaxRot || n_rot > head_dim || n_rot % 2 != 0) fail("rope: bad n_rot ", n_rot);
-  if (n_tokens > int64_t(0x7fffffff)) fail("rope: ", n_tokens, " tokens are too many");
+RopeConstants rope_constants(int64_t n_head, int64_t head_dim, int64_t pos0,
+                             const int64_t* pos0_slot, const RopeConfig& config) {
   RopeConstants c;
-  c.n_rot = n_rot;
-  c.head_dim = head_dim;
   c.n_head = n_head;
+  c.head_dim = head_dim;
   c.pos0 = pos0;
   c.pos0_slot = pos0_slot;
+  if (config.style == RopeStyle::kNone || config.n_rot == 0) return c;  // n_rot 0: no rotation
+  const int64_t n_rot = config.n_rot;
+  if (n_rot > kMaxRot || n_rot > head_dim || n_rot % 2 != 0) fail("rope: bad n_rot ", n_rot);
+  c.n_rot = n_rot;
   c.neox = config.style == RopeStyle::kNeox;
   c.theta_scale = std::pow(config.freq_base, -2.0f / float(n_rot));
   c.freq_scale = config.freq_scale;
@@ -112,6 +77,14 @@ void launch_rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, i
     c.ramp_width = std::max(0.001f, dims[1] - dims[0]);
     c.mscale *= std::fma(0.1f, std::log(1.0f / config.freq_scale), 1.0f);
   }
+  return c;
+}
+
+void launch_rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
+                 const int64_t* pos0_slot, const RopeConfig& config, cudaStream_t stream) {
+  if (config.style == RopeStyle::kNone || config.n_rot == 0 || n_tokens <= 0) return;
+  if (n_tokens > int64_t(0x7fffffff)) fail("rope: ", n_tokens, " tokens are too many");
+  const RopeConstants c = rope_constants(n_head, head_dim, pos0, pos0_slot, config);
   rope_kernel<<<unsigned(n_tokens), kThreads, 0, stream>>>(x, c);
   check_launch("rope kernel");
 }

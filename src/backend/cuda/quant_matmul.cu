@@ -13,8 +13,7 @@
 namespace sluice::cuda {
 namespace {
 
-constexpr int64_t kDecodeTokens = 8;           // the matvec kernels' widest launch
-constexpr int64_t kCpuRoundingMaxTokens = 32;  // longer chunks: tensor-core tiles or cuBLAS
+constexpr int64_t kDecodeTokens = 8;  // the matvec kernels' widest launch
 
 const quant::KernelSet* kernel_set(QType type) {
   if (const quant::KernelSet* set = quant::kernel_set_float(type)) return set;
@@ -68,7 +67,7 @@ bool quant_matmul_supported(QType type) {
 }
 
 bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const float* x, float* y,
-            int64_t n_tokens, void* stream, std::string* error) {
+            int64_t n_tokens, void* stream, std::string* error, bool cpu_rounding) {
   int64_t row_bytes = 0;
   const quant::KernelSet* set = checked_set("matmul", type, w, n_cols, &row_bytes, error);
   if (!set) return false;
@@ -81,7 +80,7 @@ bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const flo
     return fail(error, "cuda matmul: activations must be 16-byte aligned, outputs 4-byte aligned");
   }
   const quant::MatmulArgs args{w, n_rows, n_cols, row_bytes, x, y, n_tokens, stream};
-  if (n_tokens > kDecodeTokens && n_tokens <= kCpuRoundingMaxTokens) {
+  if (n_tokens > kDecodeTokens && (n_tokens <= kCpuRoundingMaxTokens || cpu_rounding)) {
     // A short chunk as decode steps of up to 8 tokens: the CPU's arithmetic (int8 activations
     // for the quantized types, float for the float ones) instead of the tiles' f16 operands.
     // Recurrent layers (the gated delta rule) carry a prefill's rounding into every later state,

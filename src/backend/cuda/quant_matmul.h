@@ -20,8 +20,12 @@ bool quant_matmul_supported(QType type);
 // y[t, r] = sum_c W[r, c] * x[t, c] for t < n_tokens, r < n_rows.
 // w: n_rows rows of row_bytes(type, n_cols) bytes (GGUF layout, as in the file);
 // x: [n_tokens, n_cols] float; y: [n_tokens, n_rows] float. n_cols is a whole number of blocks.
+// Chunks of up to kCpuRoundingMaxTokens tokens (or any length with cpu_rounding) run as decode
+// launches of at most 8 tokens: the CPU backend's arithmetic; longer ones on f16 operands
+// (cuBLAS when loaded, else the tensor-core tiles).
+constexpr int64_t kCpuRoundingMaxTokens = 32;
 bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const float* x, float* y,
-            int64_t n_tokens, void* stream, std::string* error);
+            int64_t n_tokens, void* stream, std::string* error, bool cpu_rounding = false);
 
 // Decode (n_tokens <= 8) with activations quantized once and shared by several products
 // (q/k/v, gate/up read the same input): matmul quantizes its activations on every call, a

@@ -99,6 +99,12 @@ class DeepSeek2 final : public LanguageModel {
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
   // MLA and DeepSeekMoE: every step a backend op.
   bool runs_on_device() const override { return true; }
+  // MLA reads nothing back; the DeepSeekMoE layers do unless every choice stays on the backend
+  // (softmax and sigmoid routers both choose there). Then a GPU may record the decode step.
+  bool decode_reads_host(const Backend& backend, const experts::ExpertSource* experts,
+                         const Backend* expert_backend) const override {
+    return deepseek_moe_decode_reads_host(backend, ffn_, experts, ffn_scratch_, expert_backend);
+  }
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;

@@ -161,6 +161,20 @@ class Gemma4Decoder final : public LanguageModel {
   // Every activation (the per-layer inputs and the MoE branch's rows included) is backend memory,
   // touched only by backend ops.
   bool runs_on_device() const override { return true; }
+  // A MoE layer reads back unless its choice stays on the backend (moe_decode_stays_on_backend);
+  // then a GPU may record the decode step.
+  bool decode_reads_host(const Backend& backend, const experts::ExpertSource* experts,
+                         const Backend* expert_backend) const override {
+    for (int64_t il = 0; il < hp_.n_layer; ++il) {
+      const Layer& l = layers_[size_t(il)];
+      if (!l.moe) continue;
+      if (experts == nullptr || !moe_decode_stays_on_backend(backend, l.branch.experts, *experts,
+                                                             il, moe_scratch_, expert_backend)) {
+        return true;
+      }
+    }
+    return false;
+  }
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;

@@ -151,6 +151,13 @@ class GlmDsa final : public LanguageModel {
   const experts::ExpertLayout& expert_layout() const override { return expert_layout_; }
   // MLA, the indexer, the restricted attention and DeepSeekMoE: every step a backend op.
   bool runs_on_device() const override { return true; }
+  // The indexer's choice of keys stays on the backend (top_k_positions), as does MLA's; the
+  // DeepSeekMoE layers read back unless every choice stays there. Then a GPU may record the
+  // decode step.
+  bool decode_reads_host(const Backend& backend, const experts::ExpertSource* experts,
+                         const Backend* expert_backend) const override {
+    return deepseek_moe_decode_reads_host(backend, ffn_, experts, ffn_scratch_, expert_backend);
+  }
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, hp_.n_embd)) return;

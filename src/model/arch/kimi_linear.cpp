@@ -130,6 +130,12 @@ class KimiLinear final : public LanguageModel {
   const ModelSummary& summary() const override { return summary_; }
   // KDA, MLA and DeepSeekMoE are backend ops throughout.
   bool runs_on_device() const override { return true; }
+  // KDA's recurrent state and MLA read nothing back; the DeepSeekMoE layers do unless every
+  // choice stays on the backend. Then a GPU may record the decode step.
+  bool decode_reads_host(const Backend& backend, const experts::ExpertSource* experts,
+                         const Backend* expert_backend) const override {
+    return deepseek_moe_decode_reads_host(backend, ffn_, experts, ffn_scratch_, expert_backend);
+  }
 
   std::vector<KvLayerSpec> kv_layout() const override {
     std::vector<KvLayerSpec> specs;

@@ -71,6 +71,36 @@ void AttentionScratch::reserve(Backend& backend, const AttentionShape& s, int64_
   if (s.gated_query) q_full.resize(backend, size_t(n_batch * 2 * s.n_head * s.head_dim_k));
 }
 
+namespace {
+
+// The norms and RoPE of q / k, op by op (several sequences, or norms over whole rows: OLMoE);
+// the cells are written by the caller.
+void prepare_attention_inputs(Backend& backend, const AttentionWeights& w, const AttentionShape& s,
+                              const AttentionLayerConfig& config,
+                              std::span<const SequenceRun> sequences, bool own_kv, float* q,
+                              float* k, float* v, int64_t n_tokens) {
+  const int64_t q_row = s.n_head * s.head_dim_k, k_row = s.n_head_kv * s.head_dim_k;
+  if (!w.q_norm.empty()) {
+    const int64_t dim = int64_t(w.q_norm.size());
+    backend.rms_norm(q, w.q_norm.data(), q, n_tokens * q_row / dim, dim, s.norm_eps);
+  }
+  if (own_kv && !w.k_norm.empty()) {
+    const int64_t dim = int64_t(w.k_norm.size());
+    backend.rms_norm(k, w.k_norm.data(), k, n_tokens * k_row / dim, dim, s.norm_eps);
+  }
+  if (own_kv && s.v_norm) {
+    backend.rms_norm(v, nullptr, v, n_tokens * s.n_head_kv, s.head_dim_v, s.norm_eps);
+  }
+  for (const SequenceRun& run : sequences) {
+    backend.rope(q + run.row0 * q_row, run.n_tokens, s.n_head, s.head_dim_k, run.pos0, config.rope);
+    if (!own_kv) continue;
+    backend.rope(k + run.row0 * k_row, run.n_tokens, s.n_head_kv, s.head_dim_k, run.pos0,
+                 config.rope);
+  }
+}
+
+}  // namespace
+
 void self_attention(Backend& backend, const AttentionWeights& w, const AttentionShape& s,
                     const AttentionLayerConfig& config, std::span<const SequenceRun> sequences,
                     int64_t layer, const float* x, int64_t n_tokens, AttentionScratch& scratch,
@@ -99,22 +129,29 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
   if (!w.bq.empty()) backend.add_bias(q, w.bq.data(), n_tokens, q_row);
   if (!w.bk.empty()) backend.add_bias(k, w.bk.data(), n_tokens, w.wk.n_rows);
   if (!w.bv.empty()) backend.add_bias(v, w.bv.data(), n_tokens, w.wv.n_rows);
-  if (!w.q_norm.empty()) {
-    const int64_t dim = int64_t(w.q_norm.size());
-    backend.rms_norm(q, w.q_norm.data(), q, n_tokens * q_row / dim, dim, s.norm_eps);
-  }
-  if (own_kv && !w.k_norm.empty()) {
-    const int64_t dim = int64_t(w.k_norm.size());
-    backend.rms_norm(k, w.k_norm.data(), k, n_tokens * k_row / dim, dim, s.norm_eps);
-  }
-  if (own_kv && s.v_norm) {
-    backend.rms_norm(v, nullptr, v, n_tokens * s.n_head_kv, s.head_dim_v, s.norm_eps);
-  }
-  for (const SequenceRun& run : sequences) {
-    backend.rope(q + run.row0 * q_row, run.n_tokens, s.n_head, s.head_dim_k, run.pos0, config.rope);
-    if (!own_kv) continue;
-    backend.rope(k + run.row0 * k_row, run.n_tokens, s.n_head_kv, s.head_dim_k, run.pos0,
-                 config.rope);
+  // One sequence (every decode step) with per-head norms or none: norms, RoPE and the cell
+  // writes are one backend op (one kernel on a GPU instead of six).
+  const auto per_head = [&](const std::vector<float>& norm) {
+    return norm.empty() || int64_t(norm.size()) == s.head_dim_k;
+  };
+  const bool fused_inputs = own_kv && sequences.size() == 1 && sequences.front().row0 == 0 &&
+                            !s.v_norm && per_head(w.q_norm) && per_head(w.k_norm);
+  if (fused_inputs) {
+    AttentionInputs in;
+    in.q = q;
+    in.k = k;
+    in.v = v;
+    in.n_tokens = n_tokens;
+    in.n_head = s.n_head;
+    in.pos0 = sequences.front().pos0;
+    in.q_norm = w.q_norm.empty() ? nullptr : w.q_norm.data();
+    in.k_norm = w.k_norm.empty() ? nullptr : w.k_norm.data();
+    in.norm_eps = s.norm_eps;
+    in.rope = config.rope;
+    in.kv = sequences.front().kv->layer(layer);
+    backend.attention_inputs(in);
+  } else {
+    prepare_attention_inputs(backend, w, s, config, sequences, own_kv, q, k, v, n_tokens);
   }
   trace("Qcur", layer, q, q_row);
   if (own_kv) {
@@ -129,7 +166,7 @@ void self_attention(Backend& backend, const AttentionWeights& w, const Attention
   }
   for (const SequenceRun& run : sequences) {
     const KvLayerView kv_layer = run.kv->layer(own_kv ? layer : config.shared_kv_layer);
-    if (own_kv) {
+    if (own_kv && !fused_inputs) {
       backend.kv_store(kv_layer, k + run.row0 * k_row, v + run.row0 * v_row, run.n_tokens,
                        run.pos0);
     }

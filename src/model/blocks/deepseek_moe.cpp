@@ -62,6 +62,22 @@ void DeepSeekMoeScratch::reserve(Backend& backend, const std::vector<DeepSeekMoe
   shared.resize(backend, size_t(n_batch * n_embd));
 }
 
+bool deepseek_moe_decode_reads_host(const Backend& backend,
+                                    const std::vector<DeepSeekMoeWeights>& layers,
+                                    const experts::ExpertSource* source,
+                                    const DeepSeekMoeScratch& scratch,
+                                    const Backend* expert_backend) {
+  for (size_t il = 0; il < layers.size(); ++il) {
+    const DeepSeekMoeWeights& w = layers[il];
+    if (!w.is_moe) continue;
+    if (source == nullptr || !moe_decode_stays_on_backend(backend, w.routed, *source, int64_t(il),
+                                                          scratch.moe, expert_backend)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void deepseek_moe_route(Backend& backend, const DeepSeekMoeWeights& w,
                         experts::ExpertSource* source, int64_t layer, const float* x,
                         int64_t n_tokens, DeepSeekMoeScratch& s, const Trace& trace,

@@ -45,6 +45,17 @@ struct DeepSeekMoeScratch {
                int64_t n_batch);
 };
 
+// Whether a one-token forward through these layers reads back to the host
+// (LanguageModel::decode_reads_host): some MoE layer's choice cannot stay on the backend
+// (moe_decode_stays_on_backend: a router choosing on the host, experts not all in place, experts
+// on another backend) or there is no source. Dense lead layers never read back. Call it after
+// reserve(), whose scratch it asks about.
+bool deepseek_moe_decode_reads_host(const Backend& backend,
+                                    const std::vector<DeepSeekMoeWeights>& layers,
+                                    const experts::ExpertSource* source,
+                                    const DeepSeekMoeScratch& scratch,
+                                    const Backend* expert_backend);
+
 // In two halves, as moe_route / moe_compute, so the caller can start speculative reads between:
 // deepseek_moe_route routes x [n_tokens, n_embd] and acquires the chosen experts (nothing for a
 // dense layer); deepseek_moe_compute writes out [n_tokens, n_embd]. expert_backend: as

@@ -53,6 +53,12 @@ class DeepSeekMoeDecoder final : public LanguageModel {
 
   const experts::ExpertLayout& expert_layout() const override { return c_.expert_layout; }
   bool runs_on_device() const override { return c_.runs_on_device; }
+  // Attention reads nothing back; the DeepSeekMoE layers do unless every choice stays on the
+  // backend. Then a GPU may record the decode step.
+  bool decode_reads_host(const Backend& backend, const experts::ExpertSource* experts,
+                         const Backend* expert_backend) const override {
+    return deepseek_moe_decode_reads_host(backend, c_.ffn, experts, ffn_scratch_, expert_backend);
+  }
 
   void reserve(Backend& backend, int64_t n_batch) override {
     if (!stream_.grow(backend, n_batch, c_.hp.n_embd)) return;

@@ -41,10 +41,10 @@ void RouterScratch::reserve(Backend& backend, const RouterConfig& c, int64_t n_b
 namespace {
 
 // The gate's logits (+ bias) into s.logits on the backend, and their softmax when that is the
-// gating.
+// gating and `softmax` asks for it (select_experts may take it over: ExpertScoring::kSoftmax).
 const float* gate_scores(Backend& backend, const RouterWeights& w, const RouterConfig& c,
                          int64_t layer, const float* x, int64_t n_tokens, RouterScratch& s,
-                         const Trace& trace) {
+                         const Trace& trace, bool softmax = true) {
   float* logits = s.logits.data();
   backend.matmul(w.gate, x, logits, n_tokens);
   trace("ffn_moe_logits", layer, logits, c.n_expert);
@@ -52,7 +52,9 @@ const float* gate_scores(Backend& backend, const RouterWeights& w, const RouterC
     backend.add_bias(logits, w.gate_bias.data(), n_tokens, c.n_expert);
     trace("ffn_moe_logits_biased", layer, logits, c.n_expert);
   }
-  if (c.gating == ExpertGating::kSoftmax) backend.softmax_rows(logits, n_tokens, c.n_expert);
+  if (softmax && c.gating == ExpertGating::kSoftmax) {
+    backend.softmax_rows(logits, n_tokens, c.n_expert);
+  }
   return logits;
 }
 
@@ -66,9 +68,12 @@ void route_tokens_on_backend(Backend& backend, const RouterWeights& w, const Rou
                              int64_t layer, const float* x, int64_t n_tokens, RouterScratch& s,
                              int32_t* selected, float* weights) {
   if (!selects_on_backend(c, s)) fail("router: this gating cannot choose on the backend");
-  const float* scores = gate_scores(backend, w, c, layer, x, n_tokens, s, {});
+  // A softmax gate's softmax is select_experts' own first step (one launch fewer on a GPU).
+  const float* scores = gate_scores(backend, w, c, layer, x, n_tokens, s, {}, /*softmax=*/false);
+  ExpertSelection selection = expert_selection(c);
+  if (c.gating == ExpertGating::kSoftmax) selection.scoring = ExpertScoring::kSoftmax;
   backend.select_experts(scores, w.selection_bias.empty() ? nullptr : w.selection_bias.data(),
-                         n_tokens, expert_selection(c), selected, weights);
+                         n_tokens, selection, selected, weights);
 }
 
 void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& c, int64_t layer,

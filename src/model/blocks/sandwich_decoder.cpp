@@ -84,22 +84,26 @@ class SandwichDecoder final : public LanguageModel {
     if (c_.embd_scale != 1.0f) backend.scale(x, c_.embd_scale, n * n_embd);
     if (c_.embd_norm) backend.rms_norm(x, nullptr, x, n, n_embd, hp.rms_eps);
     trace("inp_embd", -1, x, n_embd);
+    // Each branch's post-norm and residual add are fused with the norm that reads the sum
+    // (post_norm_add_rms_norm: the numbers of rms_norm, add, rms_norm; one kernel on a GPU): x
+    // keeps the sum, xn gets the next norm, and nothing reads x between them, so the traces see
+    // what they saw unfused. The last layer's sum is normed by the output head, rows picked first.
+    float* xn = stream_.xn.data();
+    float* branch = stream_.branch.data();
+    backend.rms_norm(x, layers_[0].attn_norm.data(), xn, n, n_embd, hp.rms_eps);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       const Layer& l = layers_[size_t(il)];
-      backend.rms_norm(x, l.attn_norm.data(), stream_.xn.data(), n, n_embd, hp.rms_eps);
-      trace("attn_norm", il, stream_.xn.data(), n_embd);
-      self_attention(backend, l.attn, shape_, c_.layers[size_t(il)], request.sequences, il,
-                     stream_.xn.data(), n, attn_scratch_, stream_.branch.data(), trace);
-      backend.rms_norm(stream_.branch.data(), l.attn_post_norm.data(), stream_.branch.data(), n,
-                       n_embd, c_.post_norm_eps);
-      backend.add(x, stream_.branch.data(), n * n_embd);
+      trace("attn_norm", il, xn, n_embd);
+      self_attention(backend, l.attn, shape_, c_.layers[size_t(il)], request.sequences, il, xn, n,
+                     attn_scratch_, branch, trace);
+      backend.post_norm_add_rms_norm(x, branch, l.attn_post_norm.data(), c_.post_norm_eps,
+                                     l.ffn_norm.data(), xn, n, n_embd, hp.rms_eps);
       trace("ffn_inp", il, x, n_embd);
-      backend.rms_norm(x, l.ffn_norm.data(), stream_.xn.data(), n, n_embd, hp.rms_eps);
-      glu_ffn(backend, l.ffn, c_.activation, il, stream_.xn.data(), n, ffn_scratch_,
-              stream_.branch.data(), trace);
-      backend.rms_norm(stream_.branch.data(), l.ffn_post_norm.data(), stream_.branch.data(), n,
-                       n_embd, c_.post_norm_eps);
-      backend.add(x, stream_.branch.data(), n * n_embd);
+      glu_ffn(backend, l.ffn, c_.activation, il, xn, n, ffn_scratch_, branch, trace);
+      const bool last = il + 1 == hp.n_layer;  // else: and the next layer's attention norm
+      backend.post_norm_add_rms_norm(x, branch, l.ffn_post_norm.data(), c_.post_norm_eps,
+                                     last ? nullptr : layers_[size_t(il + 1)].attn_norm.data(),
+                                     last ? nullptr : xn, n, n_embd, hp.rms_eps);
       trace("l_out", il, x, n_embd);
     }
     const LogitRows out = logit_rows(backend, request, x, n, n_embd);

@@ -51,13 +51,13 @@ TEST(DevicePlanner, SlotsWhenTheHostStreamsOrTheUserAsks) {
   EXPECT_EQ(plan_device_experts(layout(), r).n_slots, 40);
 }
 
-// 300 MiB of budget: 200 MiB hold 99 slots of 256 experts, 61% misses, ~39 MiB of copies per
-// token. At 20 GB/s that is ~2 ms; the CPU reading 64 MiB at 50 GB/s ~1.3 ms wins, at 20 GB/s
-// (3.4 ms) it loses.
+// 300 MiB of budget: 200 MiB hold 99 slots of 256 experts, ~25 per layer; with 45% of a token's
+// experts repeating (placement_cost.h) 61% hit, ~26 MB of copies per token, 1.3 ms at 20 GB/s.
+// The CPU reading 64 MiB at 100 GB/s (0.67 ms) wins, at 20 GB/s (3.4 ms) it loses.
 TEST(DevicePlanner, ChoosesBetweenSlotsAndTheCpuByTheMeasuredRates) {
   DevicePlanRequest r = request(300);
   r.h2d_bytes_per_s = 20e9;
-  r.cpu_bytes_per_s = 50e9;
+  r.cpu_bytes_per_s = 100e9;
   DevicePlan plan = plan_device_experts(layout(), r);
   EXPECT_EQ(plan.mode, DevicePlan::Mode::kHybrid);
   EXPECT_NE(plan.reasons[0].find("faster than the device tier"), std::string::npos)
