@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda_attention_case.h"
 #include "backend/cuda_test_fixture.h"
 #include "core/half.h"
 #include "sluice/error.h"
@@ -301,15 +302,6 @@ TEST_F(CudaBackendTest, SoftmaxRows) {
   }
 }
 
-struct AttentionCase {
-  const char* name;
-  KvElement type;
-  int64_t n_head, n_head_kv, dk, dv;
-  int64_t n_tokens, pos0, capacity, window;
-  float softcap;
-  bool sinks;
-};
-
 // attention. Both sides store the same history with kv_store (chunks that wrap the ring when the
 // capacity is short), then attend the last chunk. Errors are measured per output element
 // relative to a(t, h, d) = sum_p softmax_p |v_p,d| (the output's own scale; a convex
@@ -325,68 +317,16 @@ struct AttentionCase {
 //  - The tensor-core prefill kernel (F16 cells, dk = dv in {64, 128, 256}, over 8 tokens) rounds
 //    the query and the weights to f16: both bounds above grow by tensor_core_bound (in run),
 //    and it is also checked within 2e-3 a of a float64 softmax of the f16-rounded query.
-class CudaAttentionTest : public CudaBackendTest {
+class CudaAttentionTest : public CudaAttentionFixture {
  protected:
   void run(const AttentionCase& c) {
     SCOPED_TRACE(std::string(c.name) + ", " + where());
     const int64_t group = c.n_head / c.n_head_kv;
-    const size_t elem = c.type == KvElement::kF16 ? 2 : 4;
-    const int64_t k_row = c.n_head_kv * c.dk, v_row = c.n_head_kv * c.dv;
-    std::vector<uint8_t> cpu_k(size_t(c.capacity * k_row) * elem, 0xff);
-    std::vector<uint8_t> cpu_v(size_t(c.capacity * v_row) * elem, 0xff);
-    auto gpu_k = poisoned(cpu_k.size());
-    auto gpu_v = poisoned(cpu_v.size());
-    KvLayerView cpu_view{c.type, cpu_k.data(), cpu_v.data(), c.capacity, c.n_head_kv, c.dk, c.dv};
-    KvLayerView gpu_view = cpu_view;
-    gpu_view.k = gpu_k.data();
-    gpu_view.v = gpu_v.data();
-
-    // History before the chunk, in chunks no longer than the ring, then the chunk itself.
-    const int64_t end = c.pos0 + c.n_tokens;
-    const int64_t history_start = std::max<int64_t>(0, c.pos0 - c.capacity);
-    for (int64_t p = history_start; p < end;) {
-      const int64_t n =
-          p < c.pos0 ? std::min(c.pos0 - p, std::min<int64_t>(c.capacity, 512)) : c.n_tokens;
-      const auto k = uniform(size_t(n * k_row), -1.0f, 1.0f);
-      const auto v = uniform(size_t(n * v_row), -1.0f, 1.0f);
-      cpu_.kv_store(cpu_view, k.data(), v.data(), n, p);
-      auto dk_in = upload(k);
-      auto dv_in = upload(v);
-      gpu_->kv_store(gpu_view, dk_in.as<float>(), dv_in.as<float>(), n, p);
-      gpu_->synchronize();
-      p += n;
-    }
-    ASSERT_EQ(download<uint8_t>(gpu_k, cpu_k.size()), cpu_k) << "cells differ after kv_store";
-    ASSERT_EQ(download<uint8_t>(gpu_v, cpu_v.size()), cpu_v) << "cells differ after kv_store";
-
-    // Queries spread so that softmaxes are far from uniform.
-    const float q_range = 6.0f / std::sqrt(float(c.dk));
-    const auto q = uniform(size_t(c.n_tokens * c.n_head * c.dk), -q_range * 4, q_range * 4);
-    const auto sinks = uniform(size_t(c.n_head), -2.0f, 4.0f);
-    AttentionCall call;
-    call.q = q.data();
-    call.n_tokens = c.n_tokens;
-    call.n_head = c.n_head;
-    call.pos0 = c.pos0;
-    call.window = c.window;
-    call.scale = 1.0f / std::sqrt(float(c.dk));
-    call.softcap = c.softcap;
-    call.sinks = c.sinks ? sinks.data() : nullptr;
-    call.kv = cpu_view;
-    const size_t out_n = size_t(c.n_tokens * c.n_head * c.dv);
-    std::vector<float> cpu_out(out_n);
-    call.out = cpu_out.data();
-    cpu_.attention(call);
-
-    auto dq = upload(q);
-    auto dsinks = upload(sinks);
-    auto dout = poisoned(out_n * sizeof(float));
-    call.q = dq.as<float>();
-    call.out = dout.as<float>();
-    call.sinks = c.sinks ? dsinks.as<float>() : nullptr;
-    call.kv = gpu_view;
-    gpu_->attention(call);
-    const auto gpu_out = download<float>(dout, out_n);
+    AttentionRun both;
+    ASSERT_NO_FATAL_FAILURE(attend_both(c, both));
+    const std::vector<uint8_t>&cpu_k = both.cpu_k, &cpu_v = both.cpu_v;
+    const std::vector<float>&q = both.q, &sinks = both.sinks;
+    const std::vector<float>&cpu_out = both.cpu_out, &gpu_out = both.gpu_out;
 
     const double cpu_tolerance = c.type == KvElement::kF32 ? 1e-5 : c.n_tokens >= 64 ? 2e-5 : 1e-2;
     const auto cell = [&](const std::vector<uint8_t>& cells, int64_t index) {
@@ -416,7 +356,7 @@ class CudaAttentionTest : public CudaBackendTest {
         const int64_t base = ((p % c.capacity) * c.n_head_kv + kv_head) * c.dk;
         double s = 0.0;
         for (int64_t d = 0; d < c.dk; ++d) s += q_used[size_t(d)] * cell(cpu_k, base + d);
-        s *= double(call.scale);
+        s *= double(both.scale);
         if (c.softcap > 0.0f) s = double(c.softcap) * std::tanh(s / double(c.softcap));
         scores.push_back(s);
         max_score = std::max(max_score, s);
@@ -460,7 +400,7 @@ class CudaAttentionTest : public CudaBackendTest {
               qk += std::fabs(double(qh[d]) * cell(cpu_k, base + d));
               kk += std::fabs(cell(cpu_k, base + d));
             }
-            delta = std::max(delta, double(call.scale) * (0x1p-11 * qk + 0x1p-25 * kk));
+            delta = std::max(delta, double(both.scale) * (0x1p-11 * qk + 0x1p-25 * kk));
           }
           tensor_core_bound = std::expm1(2.0 * delta) + 2e-3;
           for (int64_t d = 0; d < c.dk; ++d)

@@ -11,22 +11,15 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda_attention_case.h"
 #include "core/half.h"
-#include "cuda_test_fixture.h"
 #include "quant/qtype.h"
 #include "quant/quantize.h"
 
 namespace sluice::test {
 namespace {
 
-struct Case {
-  const char* name;
-  int64_t n_head, n_head_kv, dk, dv, n_tokens, pos0, capacity, window;
-  float softcap;
-  bool sinks;
-};
-
-class CudaCpuRoundingTest : public CudaDeviceTest {
+class CudaCpuRoundingTest : public CudaAttentionFixture {
  protected:
   void SetUp() override {
     CudaDeviceTest::SetUp();
@@ -42,57 +35,12 @@ class CudaCpuRoundingTest : public CudaDeviceTest {
   // largest |output| (a few half ulps carried on). With a softcap every score goes through
   // glibc's tanhf, which is up to ~2 ulp off the correctly rounded value (half the elements
   // differed on the H200): only the 2^-9 bound holds there.
-  void attend(const Case& c) {
+  void attend(const AttentionCase& c) {
     SCOPED_TRACE(std::string(c.name) + ", " + where());
-    const int64_t k_row = c.n_head_kv * c.dk, v_row = c.n_head_kv * c.dv;
-    std::vector<uint16_t> cpu_k(size_t(c.capacity * k_row)), cpu_v(size_t(c.capacity * v_row));
-    auto gpu_k = poisoned(cpu_k.size() * 2);
-    auto gpu_v = poisoned(cpu_v.size() * 2);
-    KvLayerView cpu_view{KvElement::kF16, cpu_k.data(), cpu_v.data(), c.capacity,
-                         c.n_head_kv,     c.dk,         c.dv};
-    KvLayerView gpu_view = cpu_view;
-    gpu_view.k = gpu_k.data();
-    gpu_view.v = gpu_v.data();
-    const int64_t end = c.pos0 + c.n_tokens;
-    for (int64_t p = std::max<int64_t>(0, c.pos0 - c.capacity); p < end;) {
-      const int64_t n = p < c.pos0 ? std::min(c.pos0 - p, c.capacity) : c.n_tokens;
-      const auto k = uniform(size_t(n * k_row), -1.0f, 1.0f);
-      const auto v = uniform(size_t(n * v_row), -1.0f, 1.0f);
-      cpu_.kv_store(cpu_view, k.data(), v.data(), n, p);
-      auto dk_in = upload(k);
-      auto dv_in = upload(v);
-      gpu_->kv_store(gpu_view, dk_in.as<float>(), dv_in.as<float>(), n, p);
-      gpu_->synchronize();
-      p += n;
-    }
-    const float q_range = 24.0f / std::sqrt(float(c.dk));  // softmaxes far from uniform
-    const auto q = uniform(size_t(c.n_tokens * c.n_head * c.dk), -q_range, q_range);
-    const auto sinks = uniform(size_t(c.n_head), -2.0f, 4.0f);
-    AttentionCall call;
-    call.q = q.data();
-    call.n_tokens = c.n_tokens;
-    call.n_head = c.n_head;
-    call.pos0 = c.pos0;
-    call.window = c.window;
-    call.scale = 1.0f / std::sqrt(float(c.dk));
-    call.softcap = c.softcap;
-    call.sinks = c.sinks ? sinks.data() : nullptr;
-    call.kv = cpu_view;
-    const size_t out_n = size_t(c.n_tokens * c.n_head * c.dv);
-    std::vector<float> cpu_out(out_n);
-    call.out = cpu_out.data();
-    cpu_.attention(call);
-
-    auto dq = upload(q);
-    auto dsinks = upload(sinks);
-    auto dout = poisoned(out_n * sizeof(float));
-    call.q = dq.as<float>();
-    call.out = dout.as<float>();
-    call.sinks = c.sinks ? dsinks.as<float>() : nullptr;
-    call.kv = gpu_view;
-    gpu_->attention(call);
-    const auto gpu_out = download<float>(dout, out_n);
-
+    AttentionRun both;
+    ASSERT_NO_FATAL_FAILURE(attend_both(c, both));
+    const std::vector<float>&cpu_out = both.cpu_out, &gpu_out = both.gpu_out;
+    const size_t out_n = cpu_out.size();
     size_t differing = 0;
     double worst = 0.0;
     for (size_t row = 0; row < out_n / size_t(c.dv); ++row) {
@@ -119,20 +67,20 @@ class CudaCpuRoundingTest : public CudaDeviceTest {
 
 // Chunks under 64 tokens: the CPU's half path (query and accumulator in half).
 TEST_F(CudaCpuRoundingTest, HalfPathMatchesTheCpu) {
-  attend({"decode 64, gqa 3", 9, 3, 64, 64, 1, 300, 512, 0, 0.0f, false});
-  attend({"decode 256, window", 4, 1, 256, 256, 1, 700, 1024, 512, 0.0f, false});
-  attend({"decode 128, sinks", 8, 2, 128, 128, 3, 150, 256, 0, 0.0f, true});
-  attend({"chunk 40, softcap", 4, 4, 64, 64, 40, 20, 128, 0, 30.0f, false});
-  attend({"dv 200 (tail of 8)", 2, 1, 96, 200, 5, 60, 128, 0, 0.0f, false});
-  attend({"wrapped ring", 4, 2, 64, 64, 2, 1000, 256, 200, 0.0f, false});
+  attend({"decode 64, gqa 3", KvElement::kF16, 9, 3, 64, 64, 1, 300, 512, 0, 0.0f, false});
+  attend({"decode 256, window", KvElement::kF16, 4, 1, 256, 256, 1, 700, 1024, 512, 0.0f, false});
+  attend({"decode 128, sinks", KvElement::kF16, 8, 2, 128, 128, 3, 150, 256, 0, 0.0f, true});
+  attend({"chunk 40, softcap", KvElement::kF16, 4, 4, 64, 64, 40, 20, 128, 0, 30.0f, false});
+  attend({"dv 200 (tail of 8)", KvElement::kF16, 2, 1, 96, 200, 5, 60, 128, 0, 0.0f, false});
+  attend({"wrapped ring", KvElement::kF16, 4, 2, 64, 64, 2, 1000, 256, 200, 0.0f, false});
 }
 
 // Chunks of 64 tokens or more: the CPU's tiled path (float query and accumulator, tiles of 64).
 TEST_F(CudaCpuRoundingTest, TiledPathMatchesTheCpu) {
-  attend({"prefill 64", 9, 3, 64, 64, 64, 0, 128, 0, 0.0f, false});
-  attend({"prefill 100 after 37", 4, 1, 256, 256, 100, 37, 256, 0, 0.0f, false});
-  attend({"prefill 130, window", 8, 2, 128, 128, 130, 10, 256, 96, 0.0f, false});
-  attend({"prefill 70, sinks", 4, 2, 64, 64, 70, 5, 128, 0, 0.0f, true});
+  attend({"prefill 64", KvElement::kF16, 9, 3, 64, 64, 64, 0, 128, 0, 0.0f, false});
+  attend({"prefill 100 after 37", KvElement::kF16, 4, 1, 256, 256, 100, 37, 256, 0, 0.0f, false});
+  attend({"prefill 130, window", KvElement::kF16, 8, 2, 128, 128, 130, 10, 256, 96, 0.0f, false});
+  attend({"prefill 70, sinks", KvElement::kF16, 4, 2, 64, 64, 70, 5, 128, 0, 0.0f, true});
 }
 
 // A 100-token product runs as decode launches of 8 tokens: bit-equal to 8-token calls of the
