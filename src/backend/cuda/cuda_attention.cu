@@ -43,10 +43,6 @@ __device__ __forceinline__ float load_float(const float* p, int64_t i) {
   return p[i];
 }
 
-__device__ __forceinline__ int64_t first_visible(const AttentionParams& p, int64_t pos) {
-  return p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
-}
-
 // Grid: (row blocks, KV heads, splits). Row r of KV head h is token r / group, query head
 // h * group + r % group. VPL: accumulator floats per lane (dv <= 32 * VPL).
 template <class T, int VPL>

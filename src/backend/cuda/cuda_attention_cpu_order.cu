@@ -35,7 +35,7 @@ __device__ Row block_row(const AttentionParams& p) {
   r.head = int64_t(blockIdx.x) % p.n_head;
   r.kv_head = r.head / p.group;
   r.pos = first_position(p) + r.t;
-  r.first = p.window > 0 && r.pos - p.window + 1 > 0 ? r.pos - p.window + 1 : 0;
+  r.first = first_visible(p, r.pos);
   return r;
 }
 

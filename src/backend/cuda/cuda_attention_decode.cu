@@ -99,18 +99,15 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 4 : 3) decode_kernel(Attent
     }
   }
   const int64_t pos0 = first_position(p);
-  const auto first_visible = [&](int64_t pos) {
-    return p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : int64_t(0);
-  };
   if (tid < R) {
     row_max[tid] = -INFINITY;
     row_sum[tid] = 0.0f;
     row_pos[tid] = pos0 + (row0 + tid) / p.group;
-    row_first[tid] = first_visible(row_pos[tid]);
+    row_first[tid] = first_visible(p, row_pos[tid]);
   }
 
   // This block's cells: what its rows see, this split's share of it.
-  const int64_t block_lo = first_visible(pos0 + row0 / p.group);
+  const int64_t block_lo = first_visible(p, pos0 + row0 / p.group);
   const int64_t block_hi = pos0 + (row0 + n_rows - 1) / p.group;
   const int64_t lo = block_lo + int64_t(blockIdx.z) * p.split_len;
   const int64_t hi = min(block_hi, lo + p.split_len - 1);

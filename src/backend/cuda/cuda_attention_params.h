@@ -35,6 +35,11 @@ __device__ __forceinline__ int64_t first_position(const AttentionParams& p) {
   return p.pos0_slot != nullptr ? *p.pos0_slot : p.pos0;
 }
 
+// The first position a query at `pos` sees: 0, or the start of its sliding window.
+__device__ __forceinline__ int64_t first_visible(const AttentionParams& p, int64_t pos) {
+  return p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : int64_t(0);
+}
+
 // Cells per tile of the decode kernel: 8 KB of K and of V (split_len is a multiple of it).
 __host__ __device__ constexpr int decode_tile_cells(int64_t head_dim) {
   return int(4096 / head_dim);

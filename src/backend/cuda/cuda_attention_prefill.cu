@@ -111,11 +111,8 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 2 : 1) prefill_kernel(Att
     dst[1] = __floats2half2_rn(x.z, x.w);
   }
 
-  const auto first_visible = [&](int64_t pos) {
-    return p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : int64_t(0);
-  };
   // This block's cells: what its rows see, this split's share of it.
-  const int64_t block_lo = first_visible(p.pos0 + row0 / p.group);
+  const int64_t block_lo = first_visible(p, p.pos0 + row0 / p.group);
   const int64_t block_hi = p.pos0 + (row0 + n_rows - 1) / p.group;
   const int64_t lo = block_lo + int64_t(blockIdx.z) * p.split_len;
   const int64_t hi = min(block_hi, lo + p.split_len - 1);
@@ -127,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 2 : 1) prefill_kernel(Att
   for (int i = 0; i < 2; ++i) {
     const int64_t row = min(row0 + warp * 16 + g + 8 * i, rows_total - 1);
     const int64_t pos = p.pos0 + row / p.group;
-    vis_lo[i] = first_visible(pos) - lo;
+    vis_lo[i] = first_visible(p, pos) - lo;
     vis_hi[i] = min(pos, hi) - lo;
   }
 
