@@ -16,9 +16,12 @@ ExpertSelection expert_selection(const RouterConfig& c) {
   s.n_group_used = c.n_group_used;
   s.norm_weights = c.norm_weights;
   s.weights_scale = c.weights_scale;
-  // What the gate hands Backend::select_experts: the softmax's probabilities, or logits whose
-  // sigmoid it takes or whose chosen it softmaxes. sqrt-softplus stays a host step.
-  s.scoring = c.gating == ExpertGating::kSigmoid         ? ExpertScoring::kSigmoid
+  // What the gate hands Backend::select_experts: logits whose softmax it takes first (one
+  // launch fewer on a GPU), whose sigmoid it takes, or whose chosen it softmaxes.
+  // sqrt-softplus stays a host step. (The host path selects on probabilities it made itself and
+  // reads only the groups and the weights' scaling from here.)
+  s.scoring = c.gating == ExpertGating::kSoftmax         ? ExpertScoring::kSoftmax
+              : c.gating == ExpertGating::kSigmoid       ? ExpertScoring::kSigmoid
               : c.gating == ExpertGating::kSoftmaxWeight ? ExpertScoring::kSoftmaxChosen
                                                          : ExpertScoring::kProbabilities;
   return s;
@@ -68,12 +71,10 @@ void route_tokens_on_backend(Backend& backend, const RouterWeights& w, const Rou
                              int64_t layer, const float* x, int64_t n_tokens, RouterScratch& s,
                              int32_t* selected, float* weights) {
   if (!selects_on_backend(c, s)) fail("router: this gating cannot choose on the backend");
-  // A softmax gate's softmax is select_experts' own first step (one launch fewer on a GPU).
+  // A softmax gate's softmax is select_experts' own first step (expert_selection).
   const float* scores = gate_scores(backend, w, c, layer, x, n_tokens, s, {}, /*softmax=*/false);
-  ExpertSelection selection = expert_selection(c);
-  if (c.gating == ExpertGating::kSoftmax) selection.scoring = ExpertScoring::kSoftmax;
   backend.select_experts(scores, w.selection_bias.empty() ? nullptr : w.selection_bias.data(),
-                         n_tokens, selection, selected, weights);
+                         n_tokens, expert_selection(c), selected, weights);
 }
 
 void route_tokens(Backend& backend, const RouterWeights& w, const RouterConfig& c, int64_t layer,

@@ -54,7 +54,8 @@ struct RouterScratch {
   void reserve(Backend& backend, const RouterConfig& config, int64_t n_batch);
 };
 
-// The selection part of a router's configuration (the gating is the router's).
+// The selection part of a router's configuration, with the scoring its gate hands
+// Backend::select_experts (a softmax gate: kSoftmax, its logits).
 ExpertSelection expert_selection(const RouterConfig& config);
 
 // Routes x [n_tokens, n_embd]: fills scratch.selected and scratch.weights. The gate's product (and
