@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/seeded_test.h"
 #include "sluice/error.h"
 
 namespace sluice::test {
@@ -31,26 +32,9 @@ float ulp(float v) {
   return std::nextafter(a, INFINITY) - a;
 }
 
-class CpuGateOpsTest : public ::testing::Test {
+class CpuGateOpsTest : public SeededTest {
  protected:
-  void SetUp() override {
-    seed_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    rng_.seed(seed_);
-  }
-  std::vector<float> uniform(size_t n, float lo, float hi) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) {
-      do x = dist(rng_);
-      while (x == 0.0f);
-    }
-    return v;
-  }
-  std::string where() const { return "seed " + std::to_string(seed_); }
-
   cpu::CpuBackend cpu_{nullptr};
-  uint32_t seed_ = 0;
-  std::mt19937 rng_;
 };
 
 TEST_F(CpuGateOpsTest, MulGateActivatesInPlaceAndBroadcastsPerHead) {

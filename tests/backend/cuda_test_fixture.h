@@ -1,6 +1,6 @@
-// What the CUDA device tests share: a fixture base that skips without a device, seeds its
-// generator from the clock (the seed goes into every failure message through where()), draws
-// random floats that are never zero (a zero would hide a missed scale or a sign), and moves data
+// What the CUDA device tests share: a fixture base that skips without a device, draws fresh
+// random data each run (SeededTest, seeded_test.h: the seed in every failure message, never a
+// zero), and moves data
 // to and from the device, outputs poisoned with NaN bytes (0xff) so an element a launch never
 // wrote cannot pass as equal. Two kinds of device memory: cuda::DeviceBuffer (upload, poisoned,
 // download) and the backend's own allocate() (Allocation: on_device, poisoned_allocation,
@@ -26,13 +26,10 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/seeded_test.h"
 #include "core/half.h"
 
 namespace sluice::test {
-
-inline uint32_t clock_seed() {
-  return uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
-}
 
 // Distance in representable floats (0: identical bits or both zero; NaN: huge).
 inline int64_t ulp_distance(float a, float b) {
@@ -63,25 +60,11 @@ class Allocation {
   void* p_;
 };
 
-class CudaDeviceTest : public ::testing::Test {
+class CudaDeviceTest : public SeededTest {
  protected:
   void SetUp() override {
     if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device present";
     gpu_ = std::make_unique<cuda::CudaBackend>();
-    seed_ = clock_seed();
-    rng_.seed(seed_);
-  }
-
-  std::string where() const { return "seed " + std::to_string(seed_); }
-
-  std::vector<float> uniform(size_t n, float lo, float hi) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) {
-      do x = dist(rng_);
-      while (x == 0.0f);  // never zeros
-    }
-    return v;
   }
 
   // cuda::DeviceBuffer: at least one byte, so an empty input still has an address.
@@ -152,8 +135,6 @@ class CudaDeviceTest : public ::testing::Test {
 
   std::unique_ptr<cuda::CudaBackend> gpu_;
   cpu::CpuBackend cpu_{nullptr};
-  uint32_t seed_ = 0;
-  std::mt19937 rng_;
 };
 
 }  // namespace sluice::test

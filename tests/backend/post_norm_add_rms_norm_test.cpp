@@ -14,6 +14,7 @@
 
 #include "backend/checked/checked_memory_backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/seeded_test.h"
 #include "core/error.h"
 
 namespace sluice::test {
@@ -55,13 +56,8 @@ Outputs three_ops(const Inputs& in, bool weighted, bool with_xn, int64_t rows, i
   return out;
 }
 
-class PostNormAddRmsNorm : public ::testing::Test {
+class PostNormAddRmsNorm : public SeededTest {
  protected:
-  PostNormAddRmsNorm()
-      : seed_(uint32_t(std::chrono::steady_clock::now().time_since_epoch().count())) {
-    rng_.seed(seed_);
-  }
-
   Inputs inputs(int64_t rows, int64_t n) {
     const size_t count = size_t(rows * n);
     // The branch far larger than x, as an attention or FFN output before its post-norm.
@@ -70,12 +66,9 @@ class PostNormAddRmsNorm : public ::testing::Test {
   }
 
   std::string where(int64_t rows, int64_t n, bool weighted, bool with_xn) const {
-    return "seed " + std::to_string(seed_) + " rows=" + std::to_string(rows) +
-           " n=" + std::to_string(n) + (weighted ? " weighted" : "") + (with_xn ? "" : " no xn");
+    return SeededTest::where() + " rows=" + std::to_string(rows) + " n=" + std::to_string(n) +
+           (weighted ? " weighted" : "") + (with_xn ? "" : " no xn");
   }
-
-  uint32_t seed_;
-  std::mt19937 rng_;
 };
 
 TEST_F(PostNormAddRmsNorm, CpuEqualsTheThreeOpsBitForBit) {

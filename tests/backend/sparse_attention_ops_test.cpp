@@ -15,27 +15,14 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/seeded_test.h"
 
 namespace sluice::test {
 namespace {
 
-class SparseAttentionOps : public ::testing::Test {
+class SparseAttentionOps : public SeededTest {
  protected:
-  void SetUp() override {
-    seed_ = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    rng_.seed(seed_);
-  }
-  std::vector<float> uniform(size_t n, float lo, float hi) {
-    std::uniform_real_distribution<float> dist(lo, hi);
-    std::vector<float> v(n);
-    for (float& x : v) x = dist(rng_);
-    return v;
-  }
-  std::string where() const { return "seed " + std::to_string(seed_); }
-
   cpu::CpuBackend cpu_{nullptr};
-  uint32_t seed_ = 0;
-  std::mt19937 rng_;
 };
 
 // Float steps (mean, difference, variance, scale, products) each round once: within 1e-5
