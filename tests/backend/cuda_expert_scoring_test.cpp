@@ -31,20 +31,13 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/expert_matmul.h"
+#include "backend/cuda_select_on_device.h"
 #include "backend/cuda_test_fixture.h"
 #include "backend/expert_selection.h"
 #include "sluice/error.h"
 
 namespace sluice::test {
 namespace {
-
-template <class T>
-std::vector<T> download(const cuda::DeviceBuffer& buffer, const cuda::Stream& stream) {
-  std::vector<T> out(buffer.size() / sizeof(T));
-  cuda::copy_to_host(out.data(), buffer.data(), buffer.size(), stream);
-  stream.synchronize();
-  return out;
-}
 
 // Whether values are pairwise at least 64 ulps apart (sorts them).
 bool spread(std::vector<float> values) {
@@ -123,24 +116,10 @@ void expect_scoring_matches_host(const ScoringCase& test, uint32_t seed) {
     select_and_weigh_experts(row.data(), bias.empty() ? nullptr : bias.data(), host, scratch,
                              host_selected.data() + t * k, host_weights.data() + t * k);
   }
-  cuda::Stream stream;
-  cuda::DeviceBuffer logits_dev(logits.size() * sizeof(float)),
-      bias_dev(std::max<size_t>(bias.size(), 1) * sizeof(float)),
-      selected_dev(host_selected.size() * sizeof(int32_t)),
-      weights_dev(host_weights.size() * sizeof(float));
-  cuda::copy_to_device(logits_dev.data(), logits.data(), logits.size() * sizeof(float), stream);
-  if (!bias.empty()) {
-    cuda::copy_to_device(bias_dev.data(), bias.data(), bias.size() * sizeof(float), stream);
-  }
-  cuda::fill_bytes(selected_dev.data(), 0xff, selected_dev.size(), stream);  // poison: -1 ids
-  cuda::fill_bytes(weights_dev.data(), 0xff, weights_dev.size(), stream);    // NaN
-  std::string error;
-  ASSERT_TRUE(cuda::select_experts(
-      logits_dev.as<float>(), bias.empty() ? nullptr : bias_dev.as<float>(), n_tokens, s,
-      selected_dev.as<int32_t>(), weights_dev.as<float>(), stream.handle(), &error))
-      << error;
-  const std::vector<int32_t> selected = download<int32_t>(selected_dev, stream);
-  const std::vector<float> weights = download<float>(weights_dev, stream);
+  DeviceChoices device;
+  ASSERT_NO_FATAL_FAILURE(select_on_device(logits, bias, n_tokens, s, device));
+  const std::vector<int32_t>& selected = device.selected;
+  const std::vector<float>& weights = device.weights;
   for (int64_t t = 0; t < n_tokens; ++t) {
     for (int64_t c = 0; c < k; ++c) {
       const size_t i = size_t(t * k + c);
