@@ -76,6 +76,17 @@ struct ExpertTelemetry {
   std::vector<double> step_io_wait_seconds;
 };
 
+// How the decode steps ran since the model was loaded: recorded (a GPU's CUDA graphs: captured,
+// or replayed after checking every op against the recording), run again unrecorded after a
+// recording failed, or run plain; and where a recorded step's time went on the host.
+struct StepTelemetry {
+  uint64_t captured = 0, replayed = 0, rerun = 0, plain = 0;
+  double walk_seconds = 0;      // the host queueing (checking) a recorded step's ops
+  double graph_seconds = 0;     // instantiating or updating captured graphs
+  double run_seconds = 0;       // launching a recorded step and waiting for it
+  double download_seconds = 0;  // copying its downloads (logits) to their destinations
+};
+
 struct ModelInfo {
   std::string path;
   std::string architecture;  // general.architecture, e.g. "llama"
@@ -104,6 +115,7 @@ class Model {
   virtual std::vector<std::string> placement_explanation() const = 0;
   // Counters of the expert path; streaming false and zeros for dense models.
   virtual ExpertTelemetry expert_telemetry() const = 0;
+  virtual StepTelemetry step_telemetry() const = 0;
   // Writes what the router chose so far (per layer, per expert use counts and co-activation) to
   // `path`, through a temporary name; needs ModelOptions::expert_profile_out and streamed
   // experts. Throws sluice::Error otherwise or when the file cannot be written.
@@ -197,6 +209,10 @@ class Session {
   // [rows, n_vocab]: the last position only, or every appended position. Throws when the
   // context would overflow.
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_positions = false);
+  // The same without copying the logits out: last_logits() then holds the last position's
+  // (valid until the next call that evaluates tokens; unspecified after one that threw).
+  void append(std::span<const int32_t> tokens);
+  std::span<const float> last_logits() const;
 
   // Makes the session hold `request.prompt` (reusing the longest common prefix), then samples
   // until a stop. `on_token` sees each token as it is chosen; returning false stops (as

@@ -20,6 +20,15 @@
 
 namespace sluice {
 
+// Recorded steps so far (Backend::begin_recorded_step) and where their host time went.
+struct RecordedStepTimes {
+  uint64_t captured = 0, replayed = 0;
+  double walk_seconds = 0;      // from begin to end: queueing (or checking) the step's ops
+  double graph_seconds = 0;     // instantiating or updating captured graphs
+  double run_seconds = 0;       // launching a step and waiting for it
+  double download_seconds = 0;  // copying its downloads from staging to their destinations
+};
+
 // A 2-D weight: n_rows rows of n_cols elements, each row row_bytes(type, n_cols) bytes.
 struct MatrixView {
   QType type = QType::F32;
@@ -410,6 +419,15 @@ class Backend {
     (void)p, (void)bytes;
     return false;
   }
+  // Host memory [p, p + bytes) that downloads will write into, often (a session's logits row):
+  // a GPU backend may page-lock it so that its copies (and a recorded step's) land there
+  // directly instead of through a staging area. True when it did; the caller then calls
+  // unpin_host_output(p) before freeing the memory. Nothing else changes either way.
+  virtual bool pin_host_output(void* p, size_t bytes) {
+    (void)p, (void)bytes;
+    return false;
+  }
+  virtual void unpin_host_output(void* p) noexcept { (void)p; }
   // Copies ahead of need (a GPU's expert slots filled for the next layer while this one
   // computes): upload_ahead copies host memory on a side channel that starts once every op
   // queued before it has run and overlaps the ops queued after it; join_ahead() puts every op
@@ -426,6 +444,8 @@ class Backend {
   virtual bool begin_recorded_step() { return false; }
   virtual void end_recorded_step() {}
   virtual void abort_recorded_step() noexcept {}
+  // Counts and host-side times of the recorded steps so far; zeros where none are recorded.
+  virtual RecordedStepTimes recorded_step_times() const { return {}; }
 };
 
 }  // namespace sluice

@@ -56,7 +56,7 @@ double seconds_of(const std::vector<int32_t>& ids, Session& session, bool one_by
   double total = 0;
   const auto timed = [&](std::span<const int32_t> part) {
     const auto start = std::chrono::steady_clock::now();
-    session.eval(part);
+    session.append(part);
     total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   if (!one_by_one) {
@@ -149,10 +149,10 @@ int run_bench(const BenchArgs& args) {
   const std::vector<int32_t> generated = stream.take(args.n_gen);
 
   if (args.warmup) {  // first touches of weights and scratch, not timed
-    if (args.n_prompt > 0) session.eval(prompt);
+    if (args.n_prompt > 0) session.append(prompt);
     session.clear();
-    session.eval(prefix);
-    if (args.n_gen > 0) session.eval(std::span<const int32_t>(generated.data(), 1));
+    session.append(prefix);
+    if (args.n_gen > 0) session.append(std::span<const int32_t>(generated.data(), 1));
   }
   Series pp{"pp" + std::to_string(args.n_prompt), args.n_prompt, {}};
   Series tg{"tg" + std::to_string(args.n_gen), args.n_gen, {}};
@@ -163,7 +163,7 @@ int run_bench(const BenchArgs& args) {
     }
     if (args.n_gen > 0) {
       session.clear();
-      session.eval(prefix);
+      session.append(prefix);
       tg.rates.push_back(double(args.n_gen) / seconds_of(generated, session, true));
     }
   }

@@ -87,7 +87,8 @@ void add_engine_options(CLI::App& app, EngineArgs& args) {
   app.add_option("--expert-profile-out", args.expert_profile_out,
                  "Record which experts the router chose and save them to this file at exit");
   app.add_flag("--explain", args.explain, "Print where the model's bytes go, and why");
-  app.add_option("--stats-json", args.stats_json, "Write the expert path's counters to this file");
+  app.add_option("--stats-json", args.stats_json,
+                 "Write the expert path's and the decode steps' counters to this file");
 }
 
 uint64_t parse_byte_size(const std::string& text, const char* flag) {
@@ -182,7 +183,17 @@ void write_expert_outputs(const Model& model, const EngineArgs& args) {
   if (!args.expert_profile_out.empty()) model.save_expert_profile(args.expert_profile_out);
   if (args.stats_json.empty()) return;
   const ExpertTelemetry t = model.expert_telemetry();
-  const nlohmann::json json = {{"streaming", t.streaming},
+  const StepTelemetry d = model.step_telemetry();
+  const nlohmann::json decode_steps = {{"captured", d.captured},
+                                       {"replayed", d.replayed},
+                                       {"rerun", d.rerun},
+                                       {"plain", d.plain},
+                                       {"walk_seconds", d.walk_seconds},
+                                       {"graph_seconds", d.graph_seconds},
+                                       {"run_seconds", d.run_seconds},
+                                       {"download_seconds", d.download_seconds}};
+  const nlohmann::json json = {{"decode_steps", decode_steps},
+                               {"streaming", t.streaming},
                                {"io_engine", t.io_engine},
                                {"direct_io", t.direct_io},
                                {"slots", t.slots},

@@ -164,11 +164,13 @@ void LoadedModel::forward(const model::ForwardRequest& request) {
       // the recording, and the next recorded step captures anew.
       backend_->abort_recorded_step();
       language_model_->forward(*backend_, with_experts);
+      ++reruns_;
       return;
     }
   }
   language_model_->forward(*backend_, with_experts);
   if (decode) {
+    ++plain_decode_steps_;
     recording_.observe(false, std::chrono::duration<double>(Clock::now() - start).count());
   }
 }
@@ -337,6 +339,19 @@ void LoadedModel::place_experts(const ModelOptions& options) {
                          " MiB) from " + options.expert_profile);
   }
   experts_ = std::move(streamed);
+}
+
+StepTelemetry LoadedModel::step_telemetry() const {
+  std::lock_guard lock(forward_mutex_);
+  const RecordedStepTimes times = backend_->recorded_step_times();
+  return {.captured = times.captured,
+          .replayed = times.replayed,
+          .rerun = reruns_,
+          .plain = plain_decode_steps_,
+          .walk_seconds = times.walk_seconds,
+          .graph_seconds = times.graph_seconds,
+          .run_seconds = times.run_seconds,
+          .download_seconds = times.download_seconds};
 }
 
 ExpertTelemetry LoadedModel::expert_telemetry() const {

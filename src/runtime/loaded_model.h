@@ -28,6 +28,7 @@ class LoadedModel final : public Model {
   const std::string& chat_template() const override { return tokenizer_.chat_template(); }
   std::vector<std::string> placement_explanation() const override { return placement_; }
   ExpertTelemetry expert_telemetry() const override;
+  StepTelemetry step_telemetry() const override;
   void save_expert_profile(const std::string& path) const override;
 
   model::LanguageModel& language_model() { return *language_model_; }
@@ -67,9 +68,10 @@ class LoadedModel final : public Model {
   experts::ExpertLayout expert_layout_;  // the model's, pointed at a sidecar when there is one
   std::unique_ptr<experts::ExpertSource> experts_;
   std::vector<std::string> placement_;
-  mutable std::mutex forward_mutex_;  // also guards the expert counters telemetry reads
-  int64_t last_step_tokens_ = 0;      // tokens of the previous forward step
-  StepRecording recording_;           // whether decode steps are recorded (CUDA graphs)
+  mutable std::mutex forward_mutex_;              // also guards the expert counters telemetry reads
+  int64_t last_step_tokens_ = 0;                  // tokens of the previous forward step
+  uint64_t reruns_ = 0, plain_decode_steps_ = 0;  // decode steps that ran unrecorded
+  StepRecording recording_;                       // whether decode steps are recorded (CUDA graphs)
 };
 
 // Threads to use when the caller says 0: the CPUs this process may run on.

@@ -30,13 +30,21 @@ Session::Impl::Impl(std::shared_ptr<Model> model_in, const SessionOptions& optio
       kv(model->language_model().kv_layout(), n_ctx, n_batch,
          options.kv_type == KvType::kF32 ? KvElement::kF32 : KvElement::kF16, model->backend()) {
   if (options.n_batch < 1) fail("batch size must be positive, got ", options.n_batch);
-  chunk_logits.resize(size_t(n_batch * n_vocab));
   batch_runs.reserve(size_t(n_batch));
   batch_tokens.reserve(size_t(n_batch));
   last_logits.resize(size_t(n_vocab));
   tokens.reserve(size_t(n_ctx));
   std::lock_guard lock(model->forward_mutex());
   model->language_model().reserve(model->backend(), n_batch);
+  // The last position's logits land here straight from the device (one copy fewer per token).
+  logits_pinned =
+      model->backend().pin_host_output(last_logits.data(), sizeof(float) * last_logits.size());
+}
+
+Session::Impl::~Impl() {
+  if (!logits_pinned) return;
+  std::lock_guard lock(model->forward_mutex());
+  model->backend().unpin_host_output(last_logits.data());
 }
 
 void Session::Impl::check_ids(std::span<const int32_t> ids) const {
@@ -79,7 +87,9 @@ void Session::Impl::forward_chunk(std::span<const int32_t> ids, float* all) {
   request.tokens = ids;
   request.sequences = std::span(&run, 1);
   request.all_logits = all != nullptr;
-  request.logits = chunk_logits.data();
+  // Straight into their destination: a failed forward leaves last_logits (or `all`)
+  // unspecified, and the tokens uncommitted.
+  request.logits = all != nullptr ? all : last_logits.data();
   if (observer.callback) request.observer = &observer;
   request.experts = model->experts();
   {
@@ -88,9 +98,10 @@ void Session::Impl::forward_chunk(std::span<const int32_t> ids, float* all) {
     if (request.experts != nullptr) request.experts->end_step();
   }
   tokens.insert(tokens.end(), ids.begin(), ids.end());
-  const float* last = chunk_logits.data() + (request.all_logits ? (n - 1) * n_vocab : 0);
-  std::memcpy(last_logits.data(), last, sizeof(float) * size_t(n_vocab));
-  if (all != nullptr) std::memcpy(all, chunk_logits.data(), sizeof(float) * n * size_t(n_vocab));
+  if (all != nullptr) {
+    std::memcpy(last_logits.data(), all + (n - 1) * size_t(n_vocab),
+                sizeof(float) * size_t(n_vocab));
+  }
 }
 
 void Session::Impl::forward_batch(std::span<const BatchItem> items) {
@@ -110,6 +121,9 @@ void Session::Impl::forward_batch(std::span<const BatchItem> items) {
     fail("batched forward: ", lead.batch_tokens.size(), " tokens exceed the batch of ",
          lead.n_batch);
   }
+  // Grown on first need: a prefill's n_batch rows of logits are never all wanted at once.
+  const size_t rows = items.size() * size_t(lead.n_vocab);
+  if (lead.chunk_logits.size() < rows) lead.chunk_logits.resize(rows);
   model::ForwardRequest request;
   request.tokens = lead.batch_tokens;
   request.sequences = lead.batch_runs;
@@ -157,6 +171,15 @@ std::vector<float> Session::eval(std::span<const int32_t> ids, bool all_position
   std::vector<float> all;
   impl_->append(ids, all_positions ? &all : nullptr, nullptr);
   if (all_positions) return all;
+  return impl_->last_logits;
+}
+
+void Session::append(std::span<const int32_t> ids) {
+  if (ids.empty()) fail("append: no tokens given");
+  impl_->append(ids, nullptr, nullptr);
+}
+
+std::span<const float> Session::last_logits() const {
   return impl_->last_logits;
 }
 

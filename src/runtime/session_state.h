@@ -17,6 +17,9 @@ namespace sluice {
 
 struct Session::Impl {
   Impl(std::shared_ptr<Model> model, const SessionOptions& options);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   // Appends `tokens` (prefill in chunks of n_batch) and leaves the logits of the last token in
   // last_logits, or of every token in `all` when given ([n_tokens, n_vocab]). Returns false
@@ -51,8 +54,9 @@ struct Session::Impl {
   int64_t n_vocab = 0;
   model::KvCache kv;                           // in the model's backend's memory
   std::vector<int32_t> tokens;                 // committed ids; tokens.size() is the next position
-  std::vector<float> chunk_logits;             // [n_batch, n_vocab] scratch of one forward
+  std::vector<float> chunk_logits;             // [items, n_vocab] scratch of forward_batch
   std::vector<float> last_logits;              // [n_vocab] of the last committed token
+  bool logits_pinned = false;                  // last_logits is the backend's pinned output
   std::vector<model::SequenceRun> batch_runs;  // [n_batch] scratch of forward_batch
   std::vector<int32_t> batch_tokens;           // [n_batch] scratch of forward_batch
 

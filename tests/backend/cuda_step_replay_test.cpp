@@ -7,13 +7,16 @@
 // parameter table). Three caches: a plain one whose span crosses an attention bucket (the step
 // falls back once, then captures anew), a sliding window, a ring smaller than the positions. A
 // step whose ops change, or an op run outside a recorded step, must make the next recorded step
-// capture anew, counted. Fresh random data each run (the seed in every failure message). Skips
-// visibly without the CUDA backend or a device.
+// capture anew, counted; downloads into pinned output memory land there at every replay. Fresh
+// random data each run (the seed in every failure message). Skips visibly without the CUDA
+// backend or a device.
 #include <gtest/gtest.h>
 
 #ifdef SLUICE_HAVE_CUDA
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -210,9 +213,9 @@ class CudaStepReplayTest : public ::testing::Test {
   std::mt19937 rng_;
 };
 
-// Spans 501 … 541 with 64-dim heads (64-cell tiles): the bucket 257 … 512 is planned as 2
-// splits of 256 cells; at position 512 the span enters 513 … 768, planned as 4 splits of 192
-// (the last one empty until the span passes 576): that step runs plain, the next captures anew.
+// Spans 501 … 541 with 64-dim heads (64-cell tiles): the bucket 257 … 512 is planned for 512
+// cells, 4 splits of 128; at position 512 the span enters 513 … 768, planned as 6 splits of 128
+// (the last one empty until the span passes 640): that step runs plain, the next captures anew.
 TEST_F(CudaStepReplayTest, ReplayedStepsEqualPlainOnesAcrossASpanBucket) {
   replay_positions(576, 0, 500, 41);
 }
@@ -261,6 +264,45 @@ TEST_F(CudaStepReplayTest, ChangedStepsAndPlainOpsMakeTheNextStepCapture) {
   recorded_->scale(static_cast<float*>(rec.spare), 2.0f, kQ);  // unrecorded, between steps
   next(Change::kNone, true, 1, 0, "after an unrecorded op: a capture");
   next(Change::kNone, true, 0, 1, "then a replay");
+}
+
+// Downloads into memory given to pin_host_output (a session's logits row) are copied there by
+// the graph itself: every replay must leave that step's own output there, not the captured
+// step's. Another destination is another op (the step runs plain, the next captures); so is
+// the same memory once unpinned (staged again).
+TEST_F(CudaStepReplayTest, DownloadsIntoPinnedOutputLandDirectly) {
+  StepBuffers rec(*recorded_, 256), ref(*plain_, 256);
+  fill_caches(rec, ref);
+  StepResult pinned, other, expected;
+  const size_t out_bytes = pinned.out.size() * sizeof(float);
+  ASSERT_TRUE(recorded_->pin_host_output(pinned.out.data(), out_bytes)) << where();
+  int64_t pos = 100;
+  int32_t t = token();
+  step(rec, pos, 0, t, pinned);
+  step(ref, pos, 0, t, expected);
+  expect_same(pinned, expected, "plain step into pinned output");
+  const auto next = [&](StepResult& r, bool runs_recorded, uint64_t captures, uint64_t replays,
+                        const std::string& what) {
+    ++pos;
+    t = token();
+    std::fill(r.out.begin(), r.out.end(), std::nanf(""));  // poisoned: the step must write it
+    const uint64_t c0 = recorded_->captured_steps(), r0 = recorded_->replayed_steps();
+    EXPECT_EQ(recorded_step(rec, pos, 0, t, r), runs_recorded) << what;
+    step(ref, pos, 0, t, expected);
+    expect_same(r, expected, what);
+    EXPECT_EQ(recorded_->captured_steps() - c0, captures) << what;
+    EXPECT_EQ(recorded_->replayed_steps() - r0, replays) << what;
+  };
+  next(pinned, true, 1, 0, "pinned: a capture");
+  for (int i = 0; i < 3; ++i) next(pinned, true, 0, 1, "pinned: a replay");
+  next(other, false, 0, 0, "another destination: runs plain");
+  next(other, true, 1, 0, "then a capture (staged)");
+  next(pinned, false, 0, 0, "back to the pinned row: runs plain");
+  next(pinned, true, 1, 0, "then a capture");
+  next(pinned, true, 0, 1, "then a replay");
+  recorded_->unpin_host_output(pinned.out.data());
+  next(pinned, true, 1, 0, "unpinned: a capture (staged)");
+  next(pinned, true, 0, 1, "then a replay");
 }
 
 }  // namespace

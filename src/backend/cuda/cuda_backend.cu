@@ -56,6 +56,8 @@ CudaBackend::~CudaBackend() {
   for (void* p : allocations_) cudaFree(p);
   for (const auto& [begin, end] : pinned_ranges_)
     cudaHostUnregister(reinterpret_cast<void*>(begin));
+  for (const auto& [begin, end] : output_ranges_)
+    cudaHostUnregister(reinterpret_cast<void*>(begin));
 }
 
 bool CudaBackend::pin_host_memory(const void* p, size_t bytes) {
@@ -68,6 +70,38 @@ bool CudaBackend::pin_host_memory(const void* p, size_t bytes) {
   const auto begin = reinterpret_cast<uintptr_t>(p);
   pinned_ranges_[begin] = begin + bytes;
   return true;
+}
+
+bool CudaBackend::pin_host_output(void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return false;
+  // Fails for memory sharing a page with a range already pinned: the copies then stage.
+  if (cudaHostRegister(p, bytes, cudaHostRegisterDefault) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  output_ranges_[begin] = begin + bytes;
+  graph_.drop();  // a held recording may stage downloads that could now land directly
+  return true;
+}
+
+void CudaBackend::unpin_host_output(void* p) noexcept {
+  const auto range = output_ranges_.find(reinterpret_cast<uintptr_t>(p));
+  if (range == output_ranges_.end()) return;
+  // A recording may hold copies into this memory; the next recorded step captures anew.
+  graph_.drop();
+  cudaStreamSynchronize(as_stream(stream_.handle()));
+  cudaHostUnregister(p);
+  cudaGetLastError();
+  output_ranges_.erase(range);
+}
+
+bool CudaBackend::lands_directly(const void* host, size_t bytes) const {
+  const auto begin = reinterpret_cast<uintptr_t>(host);
+  auto range = output_ranges_.upper_bound(begin);
+  if (range == output_ranges_.begin()) return false;
+  --range;
+  return begin + bytes <= range->second;
 }
 
 void CudaBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) {
@@ -342,8 +376,15 @@ void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
 }
 
 void CudaBackend::download(void* host, const void* src, size_t bytes) {
-  graph_.replayed(OpSignature(OpKind::kDownload).add(src).add(uint64_t(bytes)));
-  if (graph_.recording()) return graph_.stage_download(host, src, bytes);
+  // Into pinned output memory a recorded step copies directly, so its address is part of the op.
+  const bool direct = bytes != 0 && lands_directly(host, bytes);
+  OpSignature op(OpKind::kDownload);
+  op.add(src).add(uint64_t(bytes)).add(direct ? host : nullptr);
+  graph_.replayed(op);
+  if (graph_.recording()) {
+    return direct ? graph_.direct_download(host, src, bytes)
+                  : graph_.stage_download(host, src, bytes);
+  }
   if (bytes != 0) copy_to_host(host, src, bytes, stream_);
   stream_.synchronize();
 }

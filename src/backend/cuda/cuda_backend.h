@@ -153,6 +153,8 @@ class CudaBackend final : public Backend {
   // asynchronous DMA copy, not waited for (the bytes never change). False when CUDA refuses
   // (e.g. the locked-memory limit), with the error cleared.
   bool pin_host_memory(const void* p, size_t bytes) override;
+  bool pin_host_output(void* p, size_t bytes) override;
+  void unpin_host_output(void* p) noexcept override;
   // On a second stream that waits for an event recorded on the main one; join_ahead: the main
   // stream waits for an event recorded after them (cuda_backend_ahead.cu). Inside a recorded
   // step (one stream) upload_ahead is an upload.
@@ -168,6 +170,7 @@ class CudaBackend final : public Backend {
   bool begin_recorded_step() override;
   void end_recorded_step() override { graph_.end_and_run(); }
   void abort_recorded_step() noexcept override { graph_.abort(); }
+  RecordedStepTimes recorded_step_times() const override { return graph_.times(); }
   // Recorded steps that ran: captured (recorded anew) plus replayed.
   uint64_t recorded_steps() const { return graph_.captures() + graph_.replays(); }
   uint64_t captured_steps() const { return graph_.captures(); }
@@ -180,6 +183,8 @@ class CudaBackend final : public Backend {
   // The step graph's check of gather_rows / scatter_rows (their host list is in the signature).
   bool replayed_row_move(OpKind kind, const float* src, const int32_t* rows, int64_t n,
                          int64_t n_cols, float* dst);
+  // Whether [host, host + bytes) lies in one pin_host_output range.
+  bool lands_directly(const void* host, size_t bytes) const;
 
   int device_ = 0;
   int multiprocessors_ = 1;
@@ -199,6 +204,7 @@ class CudaBackend final : public Backend {
   bool graphs_enabled_ = true;
   bool cpu_rounding_ = false;
   std::map<uintptr_t, uintptr_t> pinned_ranges_;  // pin_host_memory's ranges: begin → end
+  std::map<uintptr_t, uintptr_t> output_ranges_;  // pin_host_output's ranges: begin → end
   std::unordered_set<void*> allocations_;  // what allocate() gave and deallocate() did not take
 };
 

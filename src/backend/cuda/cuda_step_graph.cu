@@ -14,8 +14,17 @@
 namespace sluice::cuda {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 constexpr size_t kStagingAlign = 256;
 constexpr size_t kPositionBytes = StepGraph::kPositionSlots * sizeof(int64_t);
+
+// Adds the time since `start` to `seconds` and returns now.
+Clock::time_point add_since(Clock::time_point start, double& seconds) {
+  const Clock::time_point now = Clock::now();
+  seconds += std::chrono::duration<double>(now - start).count();
+  return now;
+}
 
 }  // namespace
 
@@ -26,6 +35,7 @@ StepGraph::~StepGraph() {
 
 void StepGraph::begin() {
   if (recording()) fail("cuda graph: a step is already being recorded");
+  step_begun_ = Clock::now();
   staged_ = 0;
   downloads_.clear();
   positions_used_ = 0;
@@ -137,12 +147,19 @@ void StepGraph::stage_download(void* host, const void* src, size_t bytes) {
   downloads_.push_back({host, offset, bytes});
 }
 
+void StepGraph::direct_download(void* host, const void* src, size_t bytes) {
+  if (mode_ != Mode::kCapturing) return;  // a replay's graph copies to the same address
+  check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, as_stream(stream_.handle())),
+        "cudaMemcpyAsync (recorded direct download)");
+}
+
 void StepGraph::fail_step() noexcept {
   held_ = false;
   if (recording()) step_failed_ = true;
 }
 
 void StepGraph::end_and_run() {
+  if (recording()) add_since(step_begun_, times_.walk_seconds);
   if (mode_ == Mode::kCapturing) return run_captured();
   if (mode_ != Mode::kReplaying) fail("cuda graph: no step is being recorded");
   if (step_failed_) mismatch("memory was freed during the step");
@@ -151,10 +168,11 @@ void StepGraph::end_and_run() {
   held_ = false;  // held again once the launch succeeded
   launch_and_complete();
   held_ = true;
-  ++replays_;
+  ++times_.replayed;
 }
 
 void StepGraph::run_captured() {
+  const Clock::time_point start = Clock::now();
   mode_ = Mode::kOff;
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(as_stream(stream_.handle()), &graph);
@@ -179,21 +197,25 @@ void StepGraph::run_captured() {
   exec_ = exec;
   if (made != cudaSuccess) downloads_.clear();
   check(made, "cudaGraphInstantiate");
+  add_since(start, times_.graph_seconds);
   launch_and_complete();
   held_ = true;
-  ++captures_;
+  ++times_.captured;
 }
 
 void StepGraph::launch_and_complete() {
+  const Clock::time_point start = Clock::now();
   const auto exec = static_cast<cudaGraphExec_t>(exec_);
   const cudaError_t launched = cudaGraphLaunch(exec, as_stream(stream_.handle()));
   if (launched != cudaSuccess) downloads_.clear();
   check(launched, "cudaGraphLaunch");
   stream_.synchronize();
+  const Clock::time_point ran = add_since(start, times_.run_seconds);
   for (const Download& d : downloads_) {
     std::memcpy(d.host, staging_.as<char>() + d.offset, d.bytes);
   }
   downloads_.clear();
+  add_since(ran, times_.download_seconds);
 }
 
 void StepGraph::abort() noexcept {

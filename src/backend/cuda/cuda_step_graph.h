@@ -15,10 +15,12 @@
 // holds. SLUICE_CUDA_GRAPHS=0 (cuda_backend.cu) turns graphs off. Plain C++ header.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/cuda_op_signature.h"
 
@@ -53,6 +55,9 @@ class StepGraph {
   // next capture makes it as large as this step needed).
   void stage_upload(void* dst, const void* host, size_t bytes);
   void stage_download(void* host, const void* src, size_t bytes);
+  // While recording: a download into page-locked host memory, copied there by the graph itself
+  // (the op's signature must hold `host`: a replay writes to the address captured).
+  void direct_download(void* host, const void* src, size_t bytes);
   // Marks the step as one the graph cannot run (memory freed inside it): end_and_run throws.
   void fail_step() noexcept;
   // Ends the step: instantiates (or updates) the captured graph, or checks that the replay met
@@ -63,8 +68,9 @@ class StepGraph {
   void abort() noexcept;
   // Forgets the recording (the executable graph stays, to be updated by the next capture).
   void drop() noexcept { held_ = false; }
-  uint64_t captures() const { return captures_; }
-  uint64_t replays() const { return replays_; }
+  uint64_t captures() const { return times_.captured; }
+  uint64_t replays() const { return times_.replayed; }
+  const RecordedStepTimes& times() const { return times_; }
 
  private:
   enum class Mode : uint8_t { kOff, kCapturing, kReplaying };
@@ -96,8 +102,8 @@ class StepGraph {
   Mode mode_ = Mode::kOff;
   bool held_ = false;         // recorded_words_ and exec_ hold a step that can be replayed
   bool step_failed_ = false;  // fail_step() was called during this step
-  uint64_t captures_ = 0;
-  uint64_t replays_ = 0;
+  RecordedStepTimes times_;
+  std::chrono::steady_clock::time_point step_begun_;
 };
 
 // Throws sluice::Error when `stream` (a cudaStream_t) is being captured: a buffer the step's

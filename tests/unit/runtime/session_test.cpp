@@ -43,6 +43,31 @@ TEST(Session, ChunkSizeDoesNotChangeLogits) {
   }
 }
 
+// append() + last_logits() is eval() without the copy: the same logits, after a prefill chunk
+// and after single tokens, and the last row of an all-positions eval.
+TEST(Session, AppendLeavesTheLogitsEvalReturns) {
+  REQUIRE_TINY("llama-dense");
+  auto model = Model::load(tiny_model("llama-dense"), {1, "cpu"});
+  SessionOptions options;
+  options.n_batch = 5;
+  Session appended(model, options), evaluated(model, options), all(model, options);
+  appended.append(kPrompt);
+  const std::vector<float> whole = all.eval(kPrompt, /*all_positions=*/true);
+  const std::vector<float> last(whole.end() - model->info().n_vocab, whole.end());
+  const std::span<const float> got = appended.last_logits();
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), evaluated.eval(kPrompt));
+  EXPECT_EQ(std::vector<float>(got.begin(), got.end()), last);
+  const std::span<const float> after_all = all.last_logits();
+  EXPECT_EQ(std::vector<float>(after_all.begin(), after_all.end()), last);
+  for (int32_t id : {7, 8, 9}) {
+    appended.append(std::vector<int32_t>{id});
+    const std::vector<float> expected = evaluated.eval(std::vector<int32_t>{id});
+    const std::span<const float> row = appended.last_logits();
+    EXPECT_EQ(std::vector<float>(row.begin(), row.end()), expected) << "token " << id;
+  }
+  EXPECT_THROW(appended.append({}), Error);
+}
+
 TEST(Session, PrefixReuseGivesFreshLogits) {
   for (const char* name : {"qwen3-dense", "gemma3-dense", "qwen35-hybrid"}) {
     REQUIRE_TINY(name);
