@@ -126,8 +126,9 @@ __global__ void __launch_bounds__(kThreads) half_order_kernel(AttentionParams p)
     __syncthreads();  // q_half written; the previous chunk's tables read
     const int i = threadIdx.x;
     float s = -INFINITY;
+    const int64_t c0_cell = c0 % p.capacity;  // cell i: ring_cell (i < n_in <= capacity)
     if (i < n_in) {
-      const int64_t cell = (c0 + i) % p.capacity;
+      const int64_t cell = ring_cell(c0_cell, i, p.capacity);
       s = score(p, half_dot(keys + (cell * p.n_head_kv + r.kv_head) * p.dk, q_half, p.dk));
     }
     // The maximum before each cell: the CPU's running max (it changes only on a strictly
@@ -161,7 +162,7 @@ __global__ void __launch_bounds__(kThreads) half_order_kernel(AttentionParams p)
       if (d >= p.dv) break;
       float a = acc[j];
       for (int k = 0; k < n_in; ++k) {
-        const int64_t cell = (c0 + k) % p.capacity;
+        const int64_t cell = ring_cell(c0_cell, k, p.capacity);
         // The CPU rescales only on a new maximum; by 1 there it changes nothing.
         if (old_scale[k] != 1.0f) a = round_half(__fmul_rn(a, old_scale[k]));
         const float v = __half2float(values[(cell * p.n_head_kv + r.kv_head) * p.dv + d]);

@@ -78,16 +78,20 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 4 : 3) decode_kernel(Attent
   const auto* values = static_cast<const __half*>(p.v);
 
   // Rows: the query piece of this lane (its 8 dims of the K row) in registers; the positions
-  // each row sees in shared memory (registers are what limits blocks per multiprocessor).
-  __shared__ int64_t row_pos[R], row_first[R];
+  // each row sees and its output row in shared memory (registers are what limits blocks per
+  // multiprocessor). Row indices fit 32 bits: 64-bit divisions (a software routine of ~70
+  // instructions each, in every row's index and every cell's ring slot) made a decode call on a
+  // few cells cost 11 µs of instructions.
+  __shared__ int64_t row_pos[R], row_first[R], row_out[R];
+  const int group = int(p.group);
   const int k_group = tid / kLanesK, k_lane = tid % kLanesK;
   float q[R][8];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const int64_t row = row0 + r;
-    const int64_t t = row / p.group;
+    const int row = int(row0) + r;
+    const int t = row / group;
     if (r < n_rows) {
-      const int64_t head = kv_head * p.group + row % p.group;
+      const int64_t head = kv_head * group + (row - t * group);
       const float4* src =
           reinterpret_cast<const float4*>(p.q + (t * p.n_head + head) * DK + k_lane * 8);
       const float4 a = src[0], b = src[1];
@@ -100,15 +104,18 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 4 : 3) decode_kernel(Attent
   }
   const int64_t pos0 = first_position(p);
   if (tid < R) {
+    const int row = int(row0) + tid;
+    const int t = row / group;
     row_max[tid] = -INFINITY;
     row_sum[tid] = 0.0f;
-    row_pos[tid] = pos0 + (row0 + tid) / p.group;
+    row_pos[tid] = pos0 + t;
     row_first[tid] = first_visible(p, row_pos[tid]);
+    row_out[tid] = int64_t(t) * p.n_head + kv_head * group + (row - t * group);
   }
 
   // This block's cells: what its rows see, this split's share of it.
-  const int64_t block_lo = first_visible(p, pos0 + row0 / p.group);
-  const int64_t block_hi = pos0 + (row0 + n_rows - 1) / p.group;
+  const int64_t block_lo = first_visible(p, pos0 + int(row0) / group);
+  const int64_t block_hi = pos0 + (int(row0) + n_rows - 1) / group;
   const int64_t lo = block_lo + int64_t(blockIdx.z) * p.split_len;
   const int64_t hi = min(block_hi, lo + p.split_len - 1);
   const int n_tiles = hi >= lo ? int((hi - lo + kT) / kT) : 0;
@@ -118,6 +125,7 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 4 : 3) decode_kernel(Attent
   const auto issue_tile = [&](int t) {
     const int64_t tile = lo + int64_t(t) * kT;
     const int n_in = hi - tile + 1 < kT ? int(hi - tile + 1) : kT;
+    const int64_t tile_cell = tile % p.capacity;  // cell j: ring_cell (j < n_in <= capacity)
     __half* k_dst = k_stage[t & 1];
     __half* v_dst = v_stage[t & 1];
 #pragma unroll
@@ -125,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 4 : 3) decode_kernel(Attent
       const int piece = tid + i * kThreads;
       const int j = piece / kLanesK, d = piece % kLanesK * 8;
       if (j < n_in) {
-        const int64_t cell = (tile + j) % p.capacity;
+        const int64_t cell = ring_cell(tile_cell, j, p.capacity);
         copy_async_16(k_dst + j * DK + d, keys + (cell * p.n_head_kv + kv_head) * DK + d);
       }
     }
@@ -134,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 4 : 3) decode_kernel(Attent
       const int piece = tid + i * kThreads;
       const int j = piece / kLanesV, d = piece % kLanesV * 8;
       if (j < n_in) {
-        const int64_t cell = (tile + j) % p.capacity;
+        const int64_t cell = ring_cell(tile_cell, j, p.capacity);
         copy_async_16(v_dst + j * DV + d, values + (cell * p.n_head_kv + kv_head) * DV + d);
       }
     }
@@ -253,8 +261,7 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 4 : 3) decode_kernel(Attent
       float total = 0.0f;
 #pragma unroll
       for (int g = 0; g < kGroupsV; ++g) total += reduce[g * DV + d];
-      const int64_t row = row0 + r;
-      const int64_t out_row = (row / p.group) * p.n_head + kv_head * p.group + row % p.group;
+      const int64_t out_row = row_out[r];
       if (p.n_splits > 1) {
         const int64_t part = out_row * p.n_splits + blockIdx.z;
         p.partial_acc[part * DV + d] = total;

@@ -40,6 +40,13 @@ __device__ __forceinline__ int64_t first_visible(const AttentionParams& p, int64
   return p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : int64_t(0);
 }
 
+// The ring slot of position base + j, from base_cell = base % capacity and j < capacity: one
+// wrap instead of a 64-bit modulo per cell (a software routine of ~70 instructions on the GPU).
+__device__ __forceinline__ int64_t ring_cell(int64_t base_cell, int64_t j, int64_t capacity) {
+  const int64_t cell = base_cell + j;
+  return cell < capacity ? cell : cell - capacity;
+}
+
 // Cells per tile of the decode kernel: 8 KB of K and of V (split_len is a multiple of it).
 __host__ __device__ constexpr int decode_tile_cells(int64_t head_dim) {
   return int(4096 / head_dim);
