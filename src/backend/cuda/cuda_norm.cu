@@ -21,9 +21,7 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, float* y, i
                                 float eps) {
   __shared__ double scratch[32];
   const float* in = x + int64_t(blockIdx.x) * n;
-  double local = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) local += double(__fmul_rn(in[i], in[i]));
-  const float factor = rms_factor(local, n, eps, scratch);
+  const float factor = rms_factor(sum_squares(in, n), n, eps, scratch);
   scale_row(in, factor, weight, y + int64_t(blockIdx.x) * n, n);
 }
 
@@ -35,10 +33,22 @@ __global__ void add_rms_norm_kernel(float* x, const float* branch, const float* 
   float* row = x + int64_t(blockIdx.x) * n;
   const float* add = branch + int64_t(blockIdx.x) * n;
   double local = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float sum = __fadd_rn(row[i], add[i]);
-    row[i] = sum;
-    local += double(__fmul_rn(sum, sum));
+  for (int64_t base = threadIdx.x; base < n; base += kRowBatch * int64_t(blockDim.x)) {
+    float a[kRowBatch], b[kRowBatch];  // batched loads (cuda_norm.cuh)
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int64_t i = base + k * int64_t(blockDim.x);
+      a[k] = i < n ? row[i] : 0.0f;
+      b[k] = i < n ? add[i] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int64_t i = base + k * int64_t(blockDim.x);
+      if (i >= n) break;
+      const float sum = __fadd_rn(a[k], b[k]);
+      row[i] = sum;
+      local += double(__fmul_rn(sum, sum));
+    }
   }
   const float factor = rms_factor(local, n, eps, scratch);
   scale_row(row, factor, weight, xn + int64_t(blockIdx.x) * n, n);
@@ -55,17 +65,28 @@ __global__ void post_norm_add_rms_norm_kernel(float* x, float* branch, const flo
   __shared__ double scratch[32];
   float* row = x + int64_t(blockIdx.x) * n;
   float* add = branch + int64_t(blockIdx.x) * n;
+  const float post_factor = rms_factor(sum_squares(add, n), n, post_eps, scratch);
   double local = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) local += double(__fmul_rn(add[i], add[i]));
-  const float post_factor = rms_factor(local, n, post_eps, scratch);
-  local = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float scaled = __fmul_rn(add[i], post_factor);
-    const float normed = post_weight != nullptr ? __fmul_rn(scaled, post_weight[i]) : scaled;
-    add[i] = normed;
-    const float sum = __fadd_rn(row[i], normed);
-    row[i] = sum;
-    local += double(__fmul_rn(sum, sum));
+  for (int64_t base = threadIdx.x; base < n; base += kRowBatch * int64_t(blockDim.x)) {
+    float a[kRowBatch], b[kRowBatch], w[kRowBatch];  // batched loads (cuda_norm.cuh)
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int64_t i = base + k * int64_t(blockDim.x);
+      a[k] = i < n ? row[i] : 0.0f;
+      b[k] = i < n ? add[i] : 0.0f;
+      w[k] = i < n && post_weight != nullptr ? post_weight[i] : 1.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int64_t i = base + k * int64_t(blockDim.x);
+      if (i >= n) break;
+      const float scaled = __fmul_rn(b[k], post_factor);
+      const float normed = post_weight != nullptr ? __fmul_rn(scaled, w[k]) : scaled;
+      add[i] = normed;
+      const float sum = __fadd_rn(a[k], normed);
+      row[i] = sum;
+      local += double(__fmul_rn(sum, sum));
+    }
   }
   if (xn == nullptr) return;  // the same for every thread of the grid
   const float factor = rms_factor(local, n, eps, scratch);

@@ -20,12 +20,48 @@ __device__ __forceinline__ float rms_factor(double local, int64_t n, float eps, 
   return __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(mean, eps)));
 }
 
-// out[i] = (in[i] * factor) * weight[i] for this thread's elements.
+// A thread's elements of a row, i = threadIdx.x + k * blockDim.x, are visited kRowBatch at a
+// time: the batch's loads first, then its arithmetic and stores in the same order as one element
+// at a time. Element by element, each load waited for the store before it (the row may be
+// written in place), one memory round trip per element: a 2048-float add + norm took 9 µs.
+constexpr int kRowBatch = 8;
+
+// The double sum of squares (each rounded to float) of this thread's elements of `in`.
+__device__ __forceinline__ double sum_squares(const float* in, int64_t n) {
+  double local = 0.0;
+  for (int64_t base = threadIdx.x; base < n; base += kRowBatch * int64_t(blockDim.x)) {
+    float v[kRowBatch];
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int64_t i = base + k * int64_t(blockDim.x);
+      v[k] = i < n ? in[i] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      if (base + k * int64_t(blockDim.x) < n) local += double(__fmul_rn(v[k], v[k]));
+    }
+  }
+  return local;
+}
+
+// out[i] = (in[i] * factor) * weight[i] for this thread's elements (out may be in).
 __device__ __forceinline__ void scale_row(const float* in, float factor, const float* weight,
                                           float* out, int64_t n) {
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float scaled = __fmul_rn(in[i], factor);
-    out[i] = weight != nullptr ? __fmul_rn(scaled, weight[i]) : scaled;
+  for (int64_t base = threadIdx.x; base < n; base += kRowBatch * int64_t(blockDim.x)) {
+    float v[kRowBatch], w[kRowBatch];
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int64_t i = base + k * int64_t(blockDim.x);
+      v[k] = i < n ? in[i] : 0.0f;
+      w[k] = i < n && weight != nullptr ? weight[i] : 1.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const int64_t i = base + k * int64_t(blockDim.x);
+      if (i >= n) break;
+      const float scaled = __fmul_rn(v[k], factor);
+      out[i] = weight != nullptr ? __fmul_rn(scaled, w[k]) : scaled;
+    }
   }
 }
 
