@@ -221,6 +221,14 @@ class Backend {
   // gate[r, i] = act(gate[r, i]) * up[r, i] over n_rows rows of n_cols.
   virtual void glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
                    int64_t n_cols) = 0;
+  // A gated FFN's down product: glu(act, gate, up) (gate keeps its values), then
+  // y = w · gate over n_tokens rows of w.n_cols. A GPU backend may quantize the activations as
+  // it computes them (one launch fewer per layer); the same numbers as the two ops (the default).
+  virtual void glu_matmul(const MatrixView& w, GluActivation act, float* gate, const float* up,
+                          float* y, int64_t n_tokens) {
+    glu(act, gate, up, n_tokens, w.n_cols);
+    matmul(w, gate, y, n_tokens);
+  }
   // x[i] *= sigmoid(gate[i]).
   virtual void mul_sigmoid(float* x, const float* gate, int64_t n) = 0;
   // An attention output gate over n_rows rows: first gate[r, j] = act(gate[r, j]) in place for

@@ -1,6 +1,7 @@
 // What the device tests of attention share: a case (heads, dims, chunk, position, ring, window,
 // softcap, sinks, cell type) run through both CpuBackend and CudaBackend over the same history,
-// leaving each side's output and the CPU's cells for the test's own bounds
+// leaving each side's output and the CPU's cells for the test's own bounds (and the GPU's call
+// repeated: the same bits each time)
 // (cuda_backend_test.cpp: against a float64 softmax and the CPU; cuda_cpu_rounding_test.cpp:
 // bit for bit against the CPU).
 #pragma once
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "backend/cuda_test_fixture.h"
@@ -96,6 +98,16 @@ class CudaAttentionFixture : public CudaDeviceTest {
     call.kv = gpu_view;
     gpu_->attention(call);
     r.gpu_out = download<float>(dout, out_n);
+    // Twice more into freshly poisoned outputs: the same bits every call (no state a launch
+    // leaves behind, such as split scratch, may change the next one's result).
+    for (int again = 0; again < 2; ++again) {
+      auto dout_again = poisoned(out_n * sizeof(float));
+      call.out = dout_again.as<float>();
+      gpu_->attention(call);
+      const std::vector<float> repeated = download<float>(dout_again, out_n);
+      ASSERT_EQ(std::memcmp(repeated.data(), r.gpu_out.data(), out_n * sizeof(float)), 0)
+          << c.name << ": call " << again + 2 << " differs from the first (" << where() << ")";
+    }
   }
 };
 

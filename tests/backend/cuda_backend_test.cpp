@@ -448,8 +448,11 @@ TEST_F(CudaAttentionTest, DecodeGqaRatios) {
 
 // The F16 decode kernel (cuda_attention_decode.cu): every head dim it takes, 4-row
 // blocks, up to 8 tokens, and long caches split over a hundred or more blocks whose partials the
-// combine kernel merges (with sinks, softcap and a window across the ring's wrap).
+// combine kernel merges (with sinks, softcap and a window across the ring's wrap); and short
+// contexts, whose split plan (for the span bucket's end) leaves most splits empty.
 TEST_F(CudaAttentionTest, DecodeKernelSplitK) {
+  run({"d256 gqa4 f16 short (gemma)", KvElement::kF16, 4, 1, 256, 256, 1, 40, 512, 0, 0.0f, false});
+  run({"d128 gqa8 f16 short", KvElement::kF16, 32, 4, 128, 128, 1, 12, 4096, 0, 0.0f, true});
   run({"d32 gqa2 f16 3 tokens", KvElement::kF16, 4, 2, 32, 32, 3, 333, 512, 0, 0.0f, false});
   run({"d256 gqa4 f16 softcap", KvElement::kF16, 8, 2, 256, 256, 1, 3000, 4096, 0, 30.0f, true});
   run({"d64 gqa8 f16 16k sinks", KvElement::kF16, 16, 2, 64, 64, 1, 16383, 16384, 0, 0.0f, true});

@@ -257,11 +257,8 @@ void CudaBackend::attention(const AttentionCall& call) {
                    attention_scratch_, as_stream(stream_.handle()), cpu_rounding_);
 }
 
-void CudaBackend::glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
-                      int64_t n_cols) {
-  OpSignature op(OpKind::kGlu);
-  if (graph_.replayed(op.add(uint64_t(act)).add(gate).add(up).add(n_rows).add(n_cols))) return;
-  if (act == GluActivation::kGeluTanhF16 && gelu_f16_table_.size() == 0) {
+const uint16_t* CudaBackend::gelu_f16_table() {
+  if (gelu_f16_table_.size() == 0) {
     std::vector<uint16_t> table(65536);
     make_gelu_f16_table(table.data());
     DeviceBuffer device_table(table.size() * sizeof(uint16_t));
@@ -269,8 +266,42 @@ void CudaBackend::glu(GluActivation act, float* gate, const float* up, int64_t n
     stream_.synchronize();  // once: `table` dies here
     gelu_f16_table_ = std::move(device_table);
   }
-  launch_glu(act, gate, up, n_rows, n_cols, gelu_f16_table_.as<const uint16_t>(),
+  return gelu_f16_table_.as<const uint16_t>();
+}
+
+void CudaBackend::glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
+                      int64_t n_cols) {
+  OpSignature op(OpKind::kGlu);
+  if (graph_.replayed(op.add(uint64_t(act)).add(gate).add(up).add(n_rows).add(n_cols))) return;
+  launch_glu(act, gate, up, n_rows, n_cols,
+             act == GluActivation::kGeluTanhF16 ? gelu_f16_table() : nullptr,
              as_stream(stream_.handle()));
+}
+
+void CudaBackend::glu_matmul(const MatrixView& w, GluActivation act, float* gate, const float* up,
+                             float* y, int64_t n_tokens) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (n_tokens < 1 || n_tokens > 8 || !quantized_decode_supported(w.type) || !aligned(gate) ||
+      !aligned(up)) {
+    return Backend::glu_matmul(w, act, gate, up, y, n_tokens);  // the glu and matmul ops
+  }
+  OpSignature op(OpKind::kGluMatmul);
+  op.add(w).add(uint64_t(act)).add(gate).add(up).add(y).add(n_tokens);
+  if (graph_.replayed(op)) return;
+  const uint16_t* table = act == GluActivation::kGeluTanhF16 ? gelu_f16_table() : nullptr;
+  const int64_t bytes = quantized_activation_bytes(w.type, w.n_cols, n_tokens);
+  if (shared_activations_.size() < size_t(bytes)) {
+    refuse_growth_while_capturing(stream_.handle(), "the shared activations");
+  }
+  shared_activations_.reserve(size_t(bytes));
+  const void* weights = mirror_.resolve(w.data, matrix_bytes(w));
+  std::string error;
+  if (!glu_quantize_activations(w.type, act, gate, up, w.n_cols, n_tokens, table,
+                                shared_activations_.data(), stream_.handle(), &error) ||
+      !matmul_quantized(w.type, weights, w.n_rows, w.n_cols, shared_activations_.data(), y,
+                        n_tokens, stream_.handle(), &error)) {
+    fail(error);
+  }
 }
 
 void CudaBackend::mul_sigmoid(float* x, const float* gate, int64_t n) {

@@ -74,6 +74,10 @@ class CudaBackend final : public Backend {
   void attention(const AttentionCall& call) override;
   void glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
            int64_t n_cols) override;
+  // Decode of an int8-path weight: the GLU and the activation quantization in one kernel
+  // (cuda_glu_quantize.cu), then the product; otherwise the two ops.
+  void glu_matmul(const MatrixView& w, GluActivation act, float* gate, const float* up, float* y,
+                  int64_t n_tokens) override;
   void mul_sigmoid(float* x, const float* gate, int64_t n) override;
   // cuda_backend_gate.cu: one launch each (cuda_gate.cu).
   void mul_gate(GateActivation act, float* x, float* gate, int64_t n_rows, int64_t n_cols,
@@ -183,6 +187,8 @@ class CudaBackend final : public Backend {
   // The step graph's check of gather_rows / scatter_rows (their host list is in the signature).
   bool replayed_row_move(OpKind kind, const float* src, const int32_t* rows, int64_t n,
                          int64_t n_cols, float* dst);
+  // The CPU's f16 GELU table on the device (uploaded on first use), for kGeluTanhF16.
+  const uint16_t* gelu_f16_table();
   // Whether [host, host + bytes) lies in one pin_host_output range.
   bool lands_directly(const void* host, size_t bytes) const;
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_glu.cuh"
 #include "backend/cuda/cuda_math.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_softmax.cuh"
@@ -16,14 +17,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float gelu_tanh(float x) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-  constexpr float kCoefA = 0.044715f;
-  const float inner = __fadd_rn(1.0f, __fmul_rn(__fmul_rn(kCoefA, x), x));
-  const float t = libm_tanhf(__fmul_rn(__fmul_rn(kSqrt2OverPi, x), inner));
-  return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, t));
-}
-
 // gate = act(gate) * up; `n_vector` leading columns of each row take the polynomial exp
 // (cpu::swiglu_rows: groups of eight from each row's start).
 template <GluActivation kAct>
@@ -31,34 +24,7 @@ __global__ void glu_kernel(float* gate, const float* up, int64_t n, int64_t n_co
                            int64_t n_vector, const uint16_t* table) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const float g = gate[i];
-    const float u = up[i];
-    float r;
-    if constexpr (kAct == GluActivation::kSilu) {
-      const float e = i % n_cols < n_vector ? exp_polynomial(__fsub_rn(0.0f, g)) : libm_expf(-g);
-      r = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, e)), u);
-    } else if constexpr (kAct == GluActivation::kGeluTanh) {
-      r = __fmul_rn(gelu_tanh(g), u);
-    } else if constexpr (kAct == GluActivation::kGeluTanhF16) {
-      float a;
-      if (g <= -10.0f) {
-        a = 0.0f;
-      } else if (g >= 10.0f) {
-        a = g;
-      } else {
-        a = __half2float(__ushort_as_half(table[__half_as_ushort(__float2half_rn(g))]));
-      }
-      r = __fmul_rn(a, u);
-    } else {
-      // gpt-oss: x = std::min(g, 7), y = std::clamp(u, -7, 7), alpha 1.702 (cpu::swiglu_oai).
-      constexpr float kLimit = 7.0f;
-      constexpr float kAlpha = 1.702f;
-      const float x = kLimit < g ? kLimit : g;
-      const float y = u < -kLimit ? -kLimit : (kLimit < u ? kLimit : u);
-      const float glu = __fdiv_rn(x, __fadd_rn(1.0f, libm_expf(__fmul_rn(kAlpha, -x))));
-      r = __fmul_rn(glu, __fadd_rn(y, 1.0f));
-    }
-    gate[i] = r;
+    gate[i] = glu_value<kAct>(gate[i], up[i], i % n_cols, n_vector, table);
   }
 }
 

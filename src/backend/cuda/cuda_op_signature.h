@@ -61,6 +61,7 @@ enum class OpKind : uint8_t {
   kGatherKeyCells,
   kPostNormAddRmsNorm,
   kAttentionInputs,
+  kGluMatmul,
 };
 
 class OpSignature {

@@ -64,6 +64,12 @@ int64_t attention_planned_span(const AttentionCall& call);
 // cuda_elementwise.cu. gelu_f16_table: device [65536] halves (see make_gelu_f16_table).
 void launch_glu(GluActivation act, float* gate, const float* up, int64_t n_rows, int64_t n_cols,
                 const uint16_t* gelu_f16_table, cudaStream_t stream);
+// cuda_glu_quantize.cu: launch_glu's values, also quantized into `out` as the decode of a weight
+// with that activation format would (activation_block 256: Q8_K; 32: Q8_0, or Q8_1 with_sum).
+// n_cols a multiple of activation_block; gate, up and out 16-byte aligned.
+void launch_glu_quantize(GluActivation act, float* gate, const float* up, int64_t n_tokens,
+                         int64_t n_cols, const uint16_t* gelu_f16_table, int activation_block,
+                         bool with_sum, void* out, cudaStream_t stream);
 void launch_mul_sigmoid(float* x, const float* gate, int64_t n, cudaStream_t stream);
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
 void launch_add_bias(float* x, const float* bias, int64_t n_rows, int64_t n_cols,

@@ -96,20 +96,15 @@ __device__ __forceinline__ void wait_for_prerequisite() {
 #endif
 }
 
-// One warp per 256-element block, 8 elements per lane. Mirrors quantize_row_q8_k: the signed
-// element of largest magnitude (first wins a tie), iscale = -127 / max, round half to even of
-// the rounded product, clamp at 127, d = 1 / iscale; an all-zero block gives zeros.
+// One warp per 256-element block, 8 elements per lane. Mirrors quantize_row_q8_k:
+// the signed element of largest magnitude (first wins a tie), iscale = -127 / max, round half to
+// even of the rounded product, clamp at 127, d = 1 / iscale; an all-zero block gives zeros.
 constexpr int kQuantizeWarps = 8;
 
-__global__ void __launch_bounds__(32 * kQuantizeWarps)
-    quantize_q8_k_kernel(const float* __restrict__ x, int64_t n_blocks_total, QuantizedRows q) {
-  allow_dependent_launch();
-  const int lane = threadIdx.x % 32;
-  const int64_t block = int64_t(blockIdx.x) * kQuantizeWarps + threadIdx.x / 32;
-  if (block >= n_blocks_total) return;
-  const float4* src = reinterpret_cast<const float4*>(x + block * 256 + 8 * lane);
-  const float4 a = __ldg(src), b = __ldg(src + 1);
-  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+// Block `block`'s lane share: elements 8 lane .. 8 lane + 7 are v. Also the fused GLU's
+// (cuda_glu_quantize.cu), so both quantize alike.
+__device__ __forceinline__ void store_q8_k_block(const float (&v)[8], int lane, int64_t block,
+                                                 const QuantizedRows& q) {
   float amax = 0.0f, max = 0.0f;
   for (int j = 0; j < 8; ++j) {
     const float ax = fabsf(v[j]);
@@ -143,18 +138,26 @@ __global__ void __launch_bounds__(32 * kQuantizeWarps)
   if (lane == 0) q.d[block] = d;
 }
 
-// One warp per 32-element block, one element per lane. Mirrors quantize_row_q8_0:
-// d = absmax / 127, id = 1 / d (0 for an all-zero block), q = roundf(x * id) (half away from
-// zero); the dot product uses the scale rounded to f16, so that is what d keeps. kWithSum:
-// quantize_row_q8_1, which also keeps s = f16(float(sum q) * d) (unrounded d).
-template <bool kWithSum>
 __global__ void __launch_bounds__(32 * kQuantizeWarps)
-    quantize_q8_0_kernel(const float* __restrict__ x, int64_t n_blocks_total, QuantizedRows q) {
+    quantize_q8_k_kernel(const float* __restrict__ x, int64_t n_blocks_total, QuantizedRows q) {
   allow_dependent_launch();
   const int lane = threadIdx.x % 32;
   const int64_t block = int64_t(blockIdx.x) * kQuantizeWarps + threadIdx.x / 32;
   if (block >= n_blocks_total) return;
-  const float v = __ldg(x + block * 32 + lane);
+  const float4* src = reinterpret_cast<const float4*>(x + block * 256 + 8 * lane);
+  const float4 a = __ldg(src), b = __ldg(src + 1);
+  const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  store_q8_k_block(v, lane, block, q);
+}
+
+// One warp per 32-element block, one element per lane. Mirrors quantize_row_q8_0:
+// d = absmax / 127, id = 1 / d (0 for an all-zero block), q = roundf(x * id) (half away from
+// zero); the dot product uses the scale rounded to f16, so that is what d keeps. kWithSum:
+// quantize_row_q8_1, which also keeps s = f16(float(sum q) * d) (unrounded d).
+// Block `block`'s element `lane` is v (also the fused GLU's, as store_q8_k_block).
+template <bool kWithSum>
+__device__ __forceinline__ void store_q8_0_block(float v, int lane, int64_t block,
+                                                 const QuantizedRows& q) {
   // Non-negative floats order as their bit patterns.
   const float amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v))));
   const float d = __fdiv_rn(amax, 127.0f);
@@ -166,6 +169,16 @@ __global__ void __launch_bounds__(32 * kQuantizeWarps)
     const int sum = __reduce_add_sync(0xffffffffu, r);
     if (lane == 0) q.s[block] = __half2float(__float2half_rn(__fmul_rn(float(sum), d)));
   }
+}
+
+template <bool kWithSum>
+__global__ void __launch_bounds__(32 * kQuantizeWarps)
+    quantize_q8_0_kernel(const float* __restrict__ x, int64_t n_blocks_total, QuantizedRows q) {
+  allow_dependent_launch();
+  const int lane = threadIdx.x % 32;
+  const int64_t block = int64_t(blockIdx.x) * kQuantizeWarps + threadIdx.x / 32;
+  if (block >= n_blocks_total) return;
+  store_q8_0_block<kWithSum>(__ldg(x + block * 32 + lane), lane, block, q);
 }
 
 // ---- per-type integer kernels --------------------------------------------------------------

@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_kernel_set.h"
+#include "core/error.h"
+#include "quant/dot_reference.h"
 
 namespace sluice::cuda {
 namespace {
@@ -151,6 +154,25 @@ bool quantize_activations(QType weight_type, const float* x, int64_t n_cols, int
   }
   quant::MatmulArgs args{nullptr, 0, n_cols, 0, x, nullptr, n_tokens, stream};
   return set->quantize(args, out, error);
+}
+
+bool glu_quantize_activations(QType weight_type, GluActivation act, float* gate, const float* up,
+                              int64_t n_cols, int64_t n_tokens, const uint16_t* gelu_f16_table,
+                              void* out, void* stream, std::string* error) {
+  const quant::KernelSet* set =
+      checked_quantized("glu_quantize_activations", weight_type, n_cols, n_tokens, out, error);
+  if (!set) return false;
+  if (!gate || !up || !aligned(gate, 16) || !aligned(up, 16)) {
+    return fail(error, "cuda glu_quantize_activations: gate and up must be 16-byte aligned");
+  }
+  try {
+    launch_glu_quantize(act, gate, up, n_tokens, n_cols, gelu_f16_table, set->activation_block,
+                        activation_type_for(weight_type) == QType::Q8_1, out,
+                        static_cast<cudaStream_t>(stream));
+  } catch (const Error& e) {
+    return fail(error, e.what());
+  }
+  return true;
 }
 
 bool matmul_quantized(QType weight_type, const void* w, int64_t n_rows, int64_t n_cols,

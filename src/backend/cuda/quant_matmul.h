@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/backend.h"
 #include "quant/qtype.h"
 
 namespace sluice::cuda {
@@ -41,6 +42,12 @@ bool quantized_decode_supported(QType weight_type);
 int64_t quantized_activation_bytes(QType weight_type, int64_t n_cols, int64_t n_tokens);
 bool quantize_activations(QType weight_type, const float* x, int64_t n_cols, int64_t n_tokens,
                           void* out, void* stream, std::string* error);
+// gate = act(gate) * up (the glu op: gate keeps the values) and those values quantized into
+// `out` as quantize_activations(weight_type, gate, …) would: one launch instead of two for the
+// down product's input. gelu_f16_table: the device table of the f16 GELU (kGeluTanhF16 only).
+bool glu_quantize_activations(QType weight_type, GluActivation act, float* gate, const float* up,
+                              int64_t n_cols, int64_t n_tokens, const uint16_t* gelu_f16_table,
+                              void* out, void* stream, std::string* error);
 bool matmul_quantized(QType weight_type, const void* w, int64_t n_rows, int64_t n_cols,
                       const void* xq, float* y, int64_t n_tokens, void* stream, std::string* error);
 

@@ -25,9 +25,8 @@ void glu_ffn(Backend& backend, const GluFfnWeights& w, GluActivation act, int64_
   backend.matmul_shared_input(ws, ys, 2, x, n_tokens);
   trace("ffn_gate", layer, scratch.gate.data(), n_ff);
   trace("ffn_up", layer, scratch.up.data(), n_ff);
-  backend.glu(act, scratch.gate.data(), scratch.up.data(), n_tokens, n_ff);
+  backend.glu_matmul(w.down, act, scratch.gate.data(), scratch.up.data(), out, n_tokens);
   trace(act == GluActivation::kSilu ? "ffn_swiglu" : "ffn_geglu", layer, scratch.gate.data(), n_ff);
-  backend.matmul(w.down, scratch.gate.data(), out, n_tokens);
   trace("ffn_out", layer, out, w.down.n_rows);
 }
 
