@@ -17,7 +17,7 @@ export LD_LIBRARY_PATH="$payload/lib:${LD_LIBRARY_PATH:-}"
 export SLUICE_BIN="$payload/bin/sluice" SLUICE_TESTDATA_DIR="$payload"
 export SLUICE_TEST_MODELS_DIR="$payload/models" SLUICE_BUILD_DIR="${OUT:-/tmp}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-"$payload/bin/sluice_cuda_tests" --gtest_brief=1 2>&1 | tail -3
+tools/device_suites.sh "$payload/bin/sluice_cuda_tests" | tail -40
 SLUICE_TEST_BACKEND=cuda python3 -m pytest -q -rs -p no:cacheprovider tests/e2e/test_llamacpp_tiny.py \
   2>&1 | grep -E "max\|d\||passed|failed|xfail|XFAIL|FAILED|Error" | tail -120
 python3 -m pytest -q -rs -s -p no:cacheprovider tests/e2e/test_cuda_parity.py 2>&1 | tail -40
