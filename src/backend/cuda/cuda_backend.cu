@@ -41,6 +41,15 @@ uint64_t count_or_zero(int64_t n) {
   return n > 0 ? uint64_t(n) : 0;
 }
 
+// Whether [p, p + bytes) lies inside one of `ranges` (begin → end, not overlapping).
+bool inside_one_range(const std::map<uintptr_t, uintptr_t>& ranges, const void* p, size_t bytes) {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  auto range = ranges.upper_bound(begin);
+  if (range == ranges.begin()) return false;
+  --range;
+  return begin + bytes <= range->second;
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(int device, bool cpu_rounding)
@@ -96,14 +105,6 @@ void CudaBackend::unpin_host_output(void* p) noexcept {
   output_ranges_.erase(range);
 }
 
-bool CudaBackend::lands_directly(const void* host, size_t bytes) const {
-  const auto begin = reinterpret_cast<uintptr_t>(host);
-  auto range = output_ranges_.upper_bound(begin);
-  if (range == output_ranges_.begin()) return false;
-  --range;
-  return begin + bytes <= range->second;
-}
-
 void CudaBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) {
   if (graph_.replayed(OpSignature(OpKind::kMatmul).add(w).add(x).add(y).add(n_tokens))) return;
   const void* weights = mirror_.resolve(w.data, matrix_bytes(w));
@@ -112,6 +113,15 @@ void CudaBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t 
                     cpu_rounding_)) {
     fail(error);
   }
+}
+
+void* CudaBackend::shared_activations(const MatrixView& w, int64_t n_tokens) {
+  const auto bytes = size_t(quantized_activation_bytes(w.type, w.n_cols, n_tokens));
+  if (shared_activations_.size() < bytes) {
+    refuse_growth_while_capturing(stream_.handle(), "the shared activations");
+  }
+  shared_activations_.reserve(bytes);
+  return shared_activations_.data();
 }
 
 void CudaBackend::matmul_shared_input(const MatrixView* ws, float* const* ys, size_t n,
@@ -128,13 +138,9 @@ void CudaBackend::matmul_shared_input(const MatrixView* ws, float* const* ys, si
   for (size_t i = 0; i < n; ++i) op.add(ws[i]).add(static_cast<const void*>(ys[i]));
   if (graph_.replayed(op)) return;
   std::string error;
-  const int64_t bytes = quantized_activation_bytes(ws[0].type, ws[0].n_cols, n_tokens);
-  if (shared_activations_.size() < size_t(bytes)) {
-    refuse_growth_while_capturing(stream_.handle(), "the shared activations");
-  }
-  shared_activations_.reserve(size_t(bytes));
-  if (!quantize_activations(ws[0].type, x, ws[0].n_cols, n_tokens, shared_activations_.data(),
-                            stream_.handle(), &error)) {
+  void* const activations = shared_activations(ws[0], n_tokens);
+  if (!quantize_activations(ws[0].type, x, ws[0].n_cols, n_tokens, activations, stream_.handle(),
+                            &error)) {
     fail(error);
   }
   // One product launch per weight type (q/k/v of one type: one launch), in the order the
@@ -155,9 +161,8 @@ void CudaBackend::matmul_shared_input(const MatrixView* ws, float* const* ys, si
       const bool last =
           std::none_of(ws + j + 1, ws + n, [&](const MatrixView& w) { return w.type == type; });
       if (count < kBatch && !last) continue;
-      if (!matmul_quantized_many(type, batch_w, batch_rows, count, ws[i].n_cols,
-                                 shared_activations_.data(), batch_y, n_tokens, stream_.handle(),
-                                 &error)) {
+      if (!matmul_quantized_many(type, batch_w, batch_rows, count, ws[i].n_cols, activations,
+                                 batch_y, n_tokens, stream_.handle(), &error)) {
         fail(error);
       }
       count = 0;
@@ -289,17 +294,13 @@ void CudaBackend::glu_matmul(const MatrixView& w, GluActivation act, float* gate
   op.add(w).add(uint64_t(act)).add(gate).add(up).add(y).add(n_tokens);
   if (graph_.replayed(op)) return;
   const uint16_t* table = act == GluActivation::kGeluTanhF16 ? gelu_f16_table() : nullptr;
-  const int64_t bytes = quantized_activation_bytes(w.type, w.n_cols, n_tokens);
-  if (shared_activations_.size() < size_t(bytes)) {
-    refuse_growth_while_capturing(stream_.handle(), "the shared activations");
-  }
-  shared_activations_.reserve(size_t(bytes));
+  void* const activations = shared_activations(w, n_tokens);
   const void* weights = mirror_.resolve(w.data, matrix_bytes(w));
   std::string error;
-  if (!glu_quantize_activations(w.type, act, gate, up, w.n_cols, n_tokens, table,
-                                shared_activations_.data(), stream_.handle(), &error) ||
-      !matmul_quantized(w.type, weights, w.n_rows, w.n_cols, shared_activations_.data(), y,
-                        n_tokens, stream_.handle(), &error)) {
+  if (!glu_quantize_activations(w.type, act, gate, up, w.n_cols, n_tokens, table, activations,
+                                stream_.handle(), &error) ||
+      !matmul_quantized(w.type, weights, w.n_rows, w.n_cols, activations, y, n_tokens,
+                        stream_.handle(), &error)) {
     fail(error);
   }
 }
@@ -391,11 +392,7 @@ void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
   if (graph_.recording()) return graph_.stage_upload(dst, host, bytes);
   copy_to_device(dst, host, bytes, stream_);
   // From a range pin_host_memory pinned: the bytes never change, nothing to wait for.
-  const auto begin = reinterpret_cast<uintptr_t>(host);
-  if (auto range = pinned_ranges_.upper_bound(begin); range != pinned_ranges_.begin()) {
-    --range;
-    if (begin >= range->first && begin + bytes <= range->second) return;
-  }
+  if (inside_one_range(pinned_ranges_, host, bytes)) return;
   // From other pinned memory the copy is asynchronous: the caller may reuse its buffer on
   // return, so wait. Pageable memory (the usual case) has been staged by CUDA already.
   cudaPointerAttributes attributes{};
@@ -408,7 +405,7 @@ void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
 
 void CudaBackend::download(void* host, const void* src, size_t bytes) {
   // Into pinned output memory a recorded step copies directly, so its address is part of the op.
-  const bool direct = bytes != 0 && lands_directly(host, bytes);
+  const bool direct = bytes != 0 && inside_one_range(output_ranges_, host, bytes);
   OpSignature op(OpKind::kDownload);
   op.add(src).add(uint64_t(bytes)).add(direct ? host : nullptr);
   graph_.replayed(op);

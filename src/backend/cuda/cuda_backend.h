@@ -189,8 +189,9 @@ class CudaBackend final : public Backend {
                          int64_t n_cols, float* dst);
   // The CPU's f16 GELU table on the device (uploaded on first use), for kGeluTanhF16.
   const uint16_t* gelu_f16_table();
-  // Whether [host, host + bytes) lies in one pin_host_output range.
-  bool lands_directly(const void* host, size_t bytes) const;
+  // shared_activations_ grown (refused while capturing) for `n_tokens` rows of w's activation
+  // format (matmul_shared_input, glu_matmul): its device address.
+  void* shared_activations(const MatrixView& w, int64_t n_tokens);
 
   int device_ = 0;
   int multiprocessors_ = 1;
