@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Where a decode step's GPU time goes: Nsight Compute's duration of every kernel of a graphs-off
-# `sluice eval` (5 prompt tokens, 8 greedy steps), summed by kernel name and divided by the 9
-# forward steps (caches not flushed; ncu locks the clocks to base, so times run ~25% above a
-# real run's):
+# `sluice eval` (5 prompt tokens, 8 greedy tokens), summed by kernel name and divided by its 8
+# forward passes (the prompt, then 7 one-token steps: the last greedy token is not fed back;
+# this divided by 9 before session 12, understating every per-step figure by 1/9) (caches not flushed; ncu locks the clocks to base, so times run ~25% above a
+# real run's; NCU_FLAGS="--clock-control none" leaves them at the boost clocks a real run has):
 #   tools/ncu_kernels.sh SLUICE MODEL.gguf [NCU]
 set -euo pipefail
 sluice=${1:?usage: tools/ncu_kernels.sh SLUICE MODEL.gguf [NCU]}
@@ -10,10 +11,11 @@ model=${2:?model}
 ncu=${3:-/usr/local/cuda/bin/ncu}
 csv=$(mktemp)
 trap 'rm -f "$csv"' EXIT
-SLUICE_CUDA_GRAPHS=0 "$ncu" --cache-control none --metrics gpu__time_duration.sum --csv \
+# shellcheck disable=SC2086  # NCU_FLAGS: words for ncu
+SLUICE_CUDA_GRAPHS=0 "$ncu" --cache-control none ${NCU_FLAGS:-} --metrics gpu__time_duration.sum --csv \
   "$sluice" eval -m "$model" --backend cuda --tokens 1,2,3,4,5 --greedy 8 2>/dev/null |
   grep '^"' > "$csv"
-python3 - "$csv" 9 <<'PY'
+python3 - "$csv" 8 <<'PY'
 import collections, csv, sys
 steps = float(sys.argv[2])
 scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}

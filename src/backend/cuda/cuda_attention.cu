@@ -22,6 +22,7 @@
 
 #include "backend/cuda/cuda_attention_params.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_math.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_step_graph.h"
@@ -197,6 +198,8 @@ __global__ void combine_kernel(AttentionParams p) {
   __shared__ float weights[kMaxSplits];
   __shared__ float inv_sum;
   __shared__ float warp_totals[kCombineWarps][32];
+  wait_for_prerequisite();  // launched as a dependent (cuda_launch.cuh)
+  allow_dependent_launch();
   const int64_t row = blockIdx.x;  // token * n_head + head
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const float* stat = p.partial_stat + row * p.n_splits * 2;
@@ -321,8 +324,8 @@ void reserve_partials(AttentionParams& p, DeviceBuffer& scratch, cudaStream_t st
 
 void launch_combine(const AttentionParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned(p.n_tokens * p.n_head), unsigned((p.dv + 31) / 32));
-  combine_kernel<<<grid, kCombineThreads, 0, stream>>>(p);
-  check_launch("attention combine kernel");
+  check(launch_chained(combine_kernel, grid, dim3(kCombineThreads), 0, stream, p),
+        "attention combine kernel");
 }
 
 // Decode over F16 cells (cuda_attention_decode.cu): about eight blocks per multiprocessor, so

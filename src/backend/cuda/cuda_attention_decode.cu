@@ -18,6 +18,7 @@
 
 #include "backend/cuda/cuda_attention_params.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_math.cuh"
 
 namespace sluice::cuda {
@@ -67,6 +68,8 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 4 : 3) decode_kernel(Attent
   __shared__ float row_max[R], row_sum[R], row_rescale[R];
   __shared__ float reduce[kGroupsV * DV];
 
+  wait_for_prerequisite();  // launched as a dependent (cuda_launch.cuh)
+  allow_dependent_launch();
   const int tid = threadIdx.x;
   const int lane = tid % 32;
   const int warp = tid / 32;
@@ -288,7 +291,8 @@ __global__ void __launch_bounds__(kThreads, R <= 4 ? 4 : 3) decode_kernel(Attent
 
 template <int DK, int DV>
 void launch_rows(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
-  decode_kernel<DK, DV, kDecodeRows><<<grid, kThreads, 0, stream>>>(p);
+  check(launch_chained(decode_kernel<DK, DV, kDecodeRows>, grid, dim3(kThreads), 0, stream, p),
+        "attention decode kernel");
 }
 
 bool supported_dim(int64_t d) {

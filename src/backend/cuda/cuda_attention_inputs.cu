@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_norm.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_rope.cuh"
@@ -15,7 +16,7 @@
 namespace sluice::cuda {
 namespace {
 
-constexpr int kThreads = 256;  // rms_norm_kernel's block: the same partial sums
+constexpr int kThreads = 256;  // rms_norm_kernel's block: the same partial sums (strided rows)
 constexpr int64_t kMaxHeadDim = 1024;
 
 struct InputsParams {
@@ -42,6 +43,8 @@ __device__ __forceinline__ void store_cell(const KvLayerView& kv, void* cells, i
 __global__ void __launch_bounds__(kThreads) attention_inputs_kernel(InputsParams p) {
   __shared__ float row_values[kMaxHeadDim];
   __shared__ double scratch[32];
+  wait_for_prerequisite();  // launched as a dependent (cuda_launch.cuh)
+  allow_dependent_launch();
   const int64_t t = blockIdx.x;
   const int64_t r = blockIdx.y;
   const int64_t n_kv = p.kv.n_head_kv;
@@ -61,11 +64,10 @@ __global__ void __launch_bounds__(kThreads) attention_inputs_kernel(InputsParams
   const int64_t h = is_q ? r : r - p.n_head;
   float* row = is_q ? p.q + (t * p.n_head + h) * dk : p.k + (t * n_kv + h) * dk;
   const float* norm = is_q ? p.q_norm : p.k_norm;
-  double local = 0.0;
-  for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) {
-    row_values[i] = row[i];
-    local += double(__fmul_rn(row[i], row[i]));
-  }
+  for (int64_t i = threadIdx.x; i < dk; i += blockDim.x) row_values[i] = row[i];
+  // The squares summed as the rms_norm op sums this row (register_norm_kernel for rows of whole
+  // 8-element pieces, the strided kernel otherwise), so that the two give the same bits.
+  const double local = dk % 8 == 0 ? sum_squares_by_eights(row, dk) : sum_squares(row, dk);
   if (norm != nullptr) {  // the same for every thread of the block
     const float factor = rms_factor(local, dk, p.norm_eps, scratch);
     scale_row(row_values, factor, norm, row_values, dk);  // each thread its own elements
@@ -118,8 +120,8 @@ void launch_attention_inputs(const AttentionInputs& in, const int64_t* pos0_slot
                  kv,
                  rope_constants(in.n_head, kv.head_dim_k, in.pos0, pos0_slot, in.rope)};
   const dim3 grid(unsigned(in.n_tokens), unsigned(in.n_head + 2 * kv.n_head_kv));
-  attention_inputs_kernel<<<grid, kThreads, 0, stream>>>(p);
-  check_launch("attention_inputs kernel");
+  check(launch_chained(attention_inputs_kernel, grid, dim3(kThreads), 0, stream, p),
+        "attention_inputs kernel");
 }
 
 }  // namespace sluice::cuda

@@ -14,6 +14,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/quant_kernel_set.h"
 #include "backend/cuda/quant_matmul.h"
 #include "quant/dot_reference.h"
 #include "quant/qtype.h"
@@ -39,6 +40,13 @@ uint64_t matrix_bytes(const MatrixView& w) {
 
 uint64_t count_or_zero(int64_t n) {
   return n > 0 ? uint64_t(n) : 0;
+}
+
+// The norm launchers' form of a norm's quantized output: Q8_K in blocks of 256, Q8_0 and Q8_1
+// (with its sums) in blocks of 32.
+RowQuantize row_quantize(std::optional<QType> format, void* out) {
+  if (!format || out == nullptr) return {};
+  return RowQuantize{out, *format == QType::Q8_K ? 256 : 32, *format == QType::Q8_1};
 }
 
 // Whether [p, p + bytes) lies inside one of `ranges` (begin → end, not overlapping).
@@ -106,22 +114,59 @@ void CudaBackend::unpin_host_output(void* p) noexcept {
 }
 
 void CudaBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t n_tokens) {
-  if (graph_.replayed(OpSignature(OpKind::kMatmul).add(w).add(x).add(y).add(n_tokens))) return;
+  const void* xq = prequantized(w.type, x, n_tokens, w.n_cols);
+  OpSignature op(OpKind::kMatmul);
+  if (graph_.replayed(op.add(w).add(x).add(y).add(n_tokens).add(xq))) return;
   const void* weights = mirror_.resolve(w.data, matrix_bytes(w));
   std::string error;
-  if (!cuda::matmul(w.type, weights, w.n_rows, w.n_cols, x, y, n_tokens, stream_.handle(), &error,
-                    cpu_rounding_)) {
-    fail(error);
-  }
+  const bool ok = xq ? matmul_quantized(w.type, weights, w.n_rows, w.n_cols, xq, y, n_tokens,
+                                        stream_.handle(), &error)
+                     : cuda::matmul(w.type, weights, w.n_rows, w.n_cols, x, y, n_tokens,
+                                    stream_.handle(), &error, cpu_rounding_);
+  if (!ok) fail(error);
 }
 
 void* CudaBackend::shared_activations(const MatrixView& w, int64_t n_tokens) {
-  const auto bytes = size_t(quantized_activation_bytes(w.type, w.n_cols, n_tokens));
+  return shared_activations(size_t(quantized_activation_bytes(w.type, w.n_cols, n_tokens)));
+}
+
+void* CudaBackend::shared_activations(size_t bytes) {
   if (shared_activations_.size() < bytes) {
     refuse_growth_while_capturing(stream_.handle(), "the shared activations");
   }
   shared_activations_.reserve(bytes);
   return shared_activations_.data();
+}
+
+CudaBackend::OutputQuantized CudaBackend::output_quantized(
+    const OutputQuantizePlan::Producer& producer) {
+  if (producer.n_rows < 1 || producer.n_rows > 8 ||
+      reinterpret_cast<uintptr_t>(producer.y) % 16 != 0) {
+    return {};
+  }
+  const std::optional<QType> format = plan_.format_for(producer);
+  if (!format) return {};
+  const int block = *format == QType::Q8_K ? 256 : 32;
+  if (producer.n % block != 0) return {};
+  const int64_t bytes = quant::quantized_rows_bytes(producer.n_rows, producer.n, block);
+  return {format, shared_activations(size_t(bytes))};
+}
+
+bool CudaBackend::producer_replayed(OpSignature& op, const OutputQuantizePlan::Producer& producer,
+                                    const OutputQuantized& quantized) {
+  op.add(quantized.out).add(uint64_t(quantized.format.value_or(QType::F32)));
+  const bool replayed = graph_.replayed(op);
+  plan_.produced(producer, quantized.format, quantized.out, graph_.ops_seen());
+  if (quantized.out != nullptr) ++quantized_outputs_;
+  return replayed;
+}
+
+const void* CudaBackend::prequantized(QType type, const float* x, int64_t n_tokens,
+                                      int64_t n_cols) {
+  if (n_tokens < 1 || n_tokens > 8 || !quantized_decode_supported(type)) return nullptr;
+  const std::optional<QType> format = activation_type_for(type);
+  if (!format) return nullptr;
+  return plan_.quantized_input(x, n_tokens, n_cols, *format, graph_.ops_seen() + 1);
 }
 
 void CudaBackend::matmul_shared_input(const MatrixView* ws, float* const* ys, size_t n,
@@ -133,15 +178,20 @@ void CudaBackend::matmul_shared_input(const MatrixView* ws, float* const* ys, si
   if (n < 2 || n_tokens > 8 || !std::all_of(ws, ws + n, same_format)) {
     return Backend::matmul_shared_input(ws, ys, n, x, n_tokens);  // one matmul (op) each
   }
+  const void* xq = prequantized(ws[0].type, x, n_tokens, ws[0].n_cols);
   OpSignature op(OpKind::kMatmulSharedInput);
-  op.add(uint64_t(n)).add(x).add(n_tokens);
+  op.add(uint64_t(n)).add(x).add(n_tokens).add(xq);
   for (size_t i = 0; i < n; ++i) op.add(ws[i]).add(static_cast<const void*>(ys[i]));
   if (graph_.replayed(op)) return;
   std::string error;
-  void* const activations = shared_activations(ws[0], n_tokens);
-  if (!quantize_activations(ws[0].type, x, ws[0].n_cols, n_tokens, activations, stream_.handle(),
-                            &error)) {
-    fail(error);
+  const void* activations = xq;
+  if (!xq) {
+    void* const quantized = shared_activations(ws[0], n_tokens);
+    if (!quantize_activations(ws[0].type, x, ws[0].n_cols, n_tokens, quantized, stream_.handle(),
+                              &error)) {
+      fail(error);
+    }
+    activations = quantized;
   }
   // One product launch per weight type (q/k/v of one type: one launch), in the order the
   // types first appear; each output is the bits of a matmul of its matrix.
@@ -179,32 +229,44 @@ void CudaBackend::get_rows(const MatrixView& table, const int32_t* ids, int64_t 
   }
 }
 
+// The norms: a decode-sized one whose reader learned an activation format also writes its
+// output in it (output_quantize_plan.h); the signature holds where and in which format. So does
+// glu.
 void CudaBackend::rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
                            float eps) {
+  const OutputQuantizePlan::Producer producer{weight, y, n_rows, n};
+  const OutputQuantized quantized = output_quantized(producer);
   OpSignature op(OpKind::kRmsNorm);
-  if (graph_.replayed(op.add(x).add(weight).add(y).add(n_rows).add(n).add(eps))) return;
+  op.add(x).add(weight).add(y).add(n_rows).add(n).add(eps);
+  if (producer_replayed(op, producer, quantized)) return;
   launch_rms_norm(x, mirror_.resolve(weight, count_or_zero(n)), y, n_rows, n, eps,
-                  as_stream(stream_.handle()));
+                  as_stream(stream_.handle()), row_quantize(quantized.format, quantized.out));
 }
 
 void CudaBackend::add_rms_norm(float* x, const float* branch, const float* weight, float* xn,
                                int64_t n_rows, int64_t n, float eps) {
+  const OutputQuantizePlan::Producer producer{weight, xn, n_rows, n};
+  const OutputQuantized quantized = output_quantized(producer);
   OpSignature op(OpKind::kAddRmsNorm);
-  op.add(x).add(branch).add(weight).add(xn);
-  if (graph_.replayed(op.add(n_rows).add(n).add(eps))) return;
+  op.add(x).add(branch).add(weight).add(xn).add(n_rows).add(n).add(eps);
+  if (producer_replayed(op, producer, quantized)) return;
   launch_add_rms_norm(x, branch, mirror_.resolve(weight, count_or_zero(n)), xn, n_rows, n, eps,
-                      as_stream(stream_.handle()));
+                      as_stream(stream_.handle()), row_quantize(quantized.format, quantized.out));
 }
 
 void CudaBackend::post_norm_add_rms_norm(float* x, float* branch, const float* post_weight,
                                          float post_eps, const float* weight, float* xn,
                                          int64_t n_rows, int64_t n, float eps) {
+  const OutputQuantizePlan::Producer producer{weight, xn, n_rows, n};
+  const OutputQuantized quantized = xn != nullptr ? output_quantized(producer) : OutputQuantized{};
   OpSignature op(OpKind::kPostNormAddRmsNorm);
   op.add(x).add(branch).add(post_weight).add(post_eps).add(weight).add(xn);
-  if (graph_.replayed(op.add(n_rows).add(n).add(eps))) return;
+  op.add(n_rows).add(n).add(eps);
+  if (producer_replayed(op, producer, quantized)) return;
   launch_post_norm_add_rms_norm(x, branch, mirror_.resolve(post_weight, count_or_zero(n)), post_eps,
                                 mirror_.resolve(weight, count_or_zero(n)), xn, n_rows, n, eps,
-                                as_stream(stream_.handle()));
+                                as_stream(stream_.handle()),
+                                row_quantize(quantized.format, quantized.out));
 }
 
 void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
@@ -276,11 +338,18 @@ const uint16_t* CudaBackend::gelu_f16_table() {
 
 void CudaBackend::glu(GluActivation act, float* gate, const float* up, int64_t n_rows,
                       int64_t n_cols) {
+  const OutputQuantizePlan::Producer producer{up, gate, n_rows, n_cols};
+  // The quantizing GLU kernel reads both rows 16 bytes at a time.
+  const bool can_quantize = reinterpret_cast<uintptr_t>(up) % 16 == 0;
+  const OutputQuantized quantized = can_quantize ? output_quantized(producer) : OutputQuantized{};
   OpSignature op(OpKind::kGlu);
-  if (graph_.replayed(op.add(uint64_t(act)).add(gate).add(up).add(n_rows).add(n_cols))) return;
-  launch_glu(act, gate, up, n_rows, n_cols,
-             act == GluActivation::kGeluTanhF16 ? gelu_f16_table() : nullptr,
-             as_stream(stream_.handle()));
+  op.add(uint64_t(act)).add(gate).add(up).add(n_rows).add(n_cols);
+  if (producer_replayed(op, producer, quantized)) return;
+  const uint16_t* table = act == GluActivation::kGeluTanhF16 ? gelu_f16_table() : nullptr;
+  const auto stream = as_stream(stream_.handle());
+  if (quantized.out == nullptr) return launch_glu(act, gate, up, n_rows, n_cols, table, stream);
+  const RowQuantize q = row_quantize(quantized.format, quantized.out);
+  launch_glu_quantize(act, gate, up, n_rows, n_cols, table, q.block, q.with_sum, q.out, stream);
 }
 
 void CudaBackend::glu_matmul(const MatrixView& w, GluActivation act, float* gate, const float* up,

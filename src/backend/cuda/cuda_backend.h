@@ -26,12 +26,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <unordered_set>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/cuda_step_graph.h"
 #include "backend/cuda/cuda_weight_mirror.h"
+#include "backend/cuda/output_quantize_plan.h"
 
 namespace sluice::cuda {
 
@@ -180,6 +182,10 @@ class CudaBackend final : public Backend {
   uint64_t captured_steps() const { return graph_.captures(); }
   uint64_t replayed_steps() const { return graph_.replays(); }
 
+  // Norm and GLU ops that also wrote their output as their reader's int8 activations
+  // (output_quantize_plan.h).
+  uint64_t quantized_outputs() const { return quantized_outputs_; }
+
   // Bytes of device memory holding copies of host weights (each host pointer counted once).
   uint64_t mirrored_bytes() const { return mirror_.mirrored_bytes(); }
 
@@ -190,8 +196,23 @@ class CudaBackend final : public Backend {
   // The CPU's f16 GELU table on the device (uploaded on first use), for kGeluTanhF16.
   const uint16_t* gelu_f16_table();
   // shared_activations_ grown (refused while capturing) for `n_tokens` rows of w's activation
-  // format (matmul_shared_input, glu_matmul): its device address.
+  // format (matmul_shared_input, glu_matmul) or to `bytes`: its device address.
   void* shared_activations(const MatrixView& w, int64_t n_tokens);
+  void* shared_activations(size_t bytes);
+  // A decode-sized norm or GLU about to run: the activation format its reader learned (plan_)
+  // and the shared activations to write it into, when it should quantize its output.
+  struct OutputQuantized {
+    std::optional<QType> format;
+    void* out = nullptr;
+  };
+  OutputQuantized output_quantized(const OutputQuantizePlan::Producer& producer);
+  // graph_.replayed for such an op: where and in which format it quantizes join its signature,
+  // and the plan learns that it ran (as the op number just counted).
+  bool producer_replayed(OpSignature& op, const OutputQuantizePlan::Producer& producer,
+                         const OutputQuantized& quantized);
+  // A decode product of a `type` weight reading x (n_tokens rows of n_cols) about to run: the
+  // activations the op just before it wrote for it (output_quantize_plan.h), or nullptr.
+  const void* prequantized(QType type, const float* x, int64_t n_tokens, int64_t n_cols);
 
   int device_ = 0;
   int multiprocessors_ = 1;
@@ -208,6 +229,8 @@ class CudaBackend final : public Backend {
   Event ahead_start_, ahead_done_;   // main → side, side → main
   bool ahead_pending_ = false;       // copies queued since the last join
   StepGraph graph_{stream_};         // the recorded step: captured once, then replayed
+  OutputQuantizePlan plan_;          // which ops quantize their output for their reader
+  uint64_t quantized_outputs_ = 0;   // ops that did
   bool graphs_enabled_ = true;
   bool cpu_rounding_ = false;
   std::map<uintptr_t, uintptr_t> pinned_ranges_;  // pin_host_memory's ranges: begin → end

@@ -64,14 +64,16 @@ void CudaBackend::add_expert_bias(float* x, const float* table, int64_t n_expert
 
 void CudaBackend::matmul_experts(const ExpertStack& stack, const int32_t* ids, int64_t n,
                                  const float* x, bool shared_input, float* y) {
+  const int64_t rows = shared_input ? 1 : n;
+  const void* xq = n > 0 ? prequantized(stack.type, x, rows, stack.n_cols) : nullptr;
   OpSignature op(OpKind::kMatmulExperts);
-  if (graph_.replayed(op.add(stack).add(ids).add(n).add(x).add(shared_input).add(y))) return;
+  op.add(stack).add(ids).add(n).add(x).add(shared_input).add(y).add(xq);
+  if (graph_.replayed(op)) return;
   if (n <= 0) return;
   check_stack(stack, "matmul_experts");
   const void* base = mirror_.resolve(stack.data, uint64_t(stack.count * stack.stride));
   std::string error;
-  if (!matmul_by_id(stack_args(stack, base), ids, n, x, shared_input ? 1 : n, y, stream_.handle(),
-                    &error)) {
+  if (!matmul_by_id(stack_args(stack, base), ids, n, x, rows, y, stream_.handle(), &error, xq)) {
     fail(error);
   }
 }

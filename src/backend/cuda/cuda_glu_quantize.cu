@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_glu.cuh"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_int8_matvec.cuh"
 
@@ -23,6 +24,8 @@ __global__ void __launch_bounds__(32 * kQuantizeWarps)
     glu_quantize_q8_k_kernel(float* __restrict__ gate, const float* __restrict__ up,
                              int64_t n_blocks_total, int64_t n_cols, int64_t n_vector,
                              const uint16_t* __restrict__ table, QuantizedRows q) {
+  wait_for_prerequisite();  // launched as a dependent (cuda_launch.cuh)
+  allow_dependent_launch();
   const int lane = threadIdx.x % 32;
   const int64_t block = int64_t(blockIdx.x) * kQuantizeWarps + threadIdx.x / 32;
   if (block >= n_blocks_total) return;
@@ -47,6 +50,8 @@ __global__ void __launch_bounds__(32 * kQuantizeWarps)
     glu_quantize_q8_0_kernel(float* __restrict__ gate, const float* __restrict__ up,
                              int64_t n_blocks_total, int64_t n_cols, int64_t n_vector,
                              const uint16_t* __restrict__ table, QuantizedRows q) {
+  wait_for_prerequisite();  // launched as a dependent (cuda_launch.cuh)
+  allow_dependent_launch();
   const int lane = threadIdx.x % 32;
   const int64_t block = int64_t(blockIdx.x) * kQuantizeWarps + threadIdx.x / 32;
   if (block >= n_blocks_total) return;
@@ -66,14 +71,14 @@ void launch_for(float* gate, const float* up, int64_t n_tokens, int64_t n_cols,
   const int64_t n_vector = n_cols & ~int64_t(7);  // as launch_glu
   constexpr int kThreads = 32 * kQuantizeWarps;
   if (activation_block == 256) {
-    glu_quantize_q8_k_kernel<kAct>
-        <<<grid, kThreads, 0, stream>>>(gate, up, n_blocks, n_cols, n_vector, table, q);
+    launch_chained(glu_quantize_q8_k_kernel<kAct>, dim3(grid), dim3(kThreads), 0, stream, gate, up,
+                   n_blocks, n_cols, n_vector, table, q);
   } else if (with_sum) {
-    glu_quantize_q8_0_kernel<kAct, true>
-        <<<grid, kThreads, 0, stream>>>(gate, up, n_blocks, n_cols, n_vector, table, q);
+    launch_chained(glu_quantize_q8_0_kernel<kAct, true>, dim3(grid), dim3(kThreads), 0, stream,
+                   gate, up, n_blocks, n_cols, n_vector, table, q);
   } else {
-    glu_quantize_q8_0_kernel<kAct, false>
-        <<<grid, kThreads, 0, stream>>>(gate, up, n_blocks, n_cols, n_vector, table, q);
+    launch_chained(glu_quantize_q8_0_kernel<kAct, false>, dim3(grid), dim3(kThreads), 0, stream,
+                   gate, up, n_blocks, n_cols, n_vector, table, q);
   }
 }
 

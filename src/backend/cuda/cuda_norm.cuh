@@ -44,6 +44,19 @@ __device__ __forceinline__ double sum_squares(const float* in, int64_t n) {
   return local;
 }
 
+// The double sum of squares of elements 8t .. 8t + 7 of `in` for thread t, in that order (n a
+// multiple of 8): the share of a row register_norm_kernel (cuda_norm.cu) gives each thread, so a
+// norm of the same row elsewhere (attention_inputs) reduces the same partial sums.
+__device__ __forceinline__ double sum_squares_by_eights(const float* in, int64_t n) {
+  double local = 0.0;
+  const int64_t first = 8 * int64_t(threadIdx.x);
+  if (first < n) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) local += double(__fmul_rn(in[first + j], in[first + j]));
+  }
+  return local;
+}
+
 // out[i] = (in[i] * factor) * weight[i] for this thread's elements (out may be in).
 __device__ __forceinline__ void scale_row(const float* in, float factor, const float* weight,
                                           float* out, int64_t n) {

@@ -12,17 +12,27 @@
 
 namespace sluice::cuda {
 
-// cuda_norm.cu
+// cuda_norm.cu. With `quantize` (out not nullptr) a norm also writes its output rows as a
+// decode product's int8 activations (quant_matmul.h: the bytes quantize_activations would write
+// from them; output_quantize_plan.h says when): `block` 256 = Q8_K, 32 = Q8_0, or Q8_1 with
+// `with_sum`. Its output must then be 16-byte aligned and n a multiple of `block`.
+struct RowQuantize {
+  void* out = nullptr;
+  int block = 0;
+  bool with_sum = false;
+};
 void launch_rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n,
-                     float eps, cudaStream_t stream);
+                     float eps, cudaStream_t stream, const RowQuantize& quantize = {});
 // x += branch, then xn = rms_norm(x) * weight, bit-equal to launch_add + launch_rms_norm.
 void launch_add_rms_norm(float* x, const float* branch, const float* weight, float* xn,
-                         int64_t n_rows, int64_t n, float eps, cudaStream_t stream);
+                         int64_t n_rows, int64_t n, float eps, cudaStream_t stream,
+                         const RowQuantize& quantize = {});
 // branch = rms_norm(branch) * post_weight; x += branch; xn = rms_norm(x) * weight (xn nullptr:
-// skipped), bit-equal to launch_rms_norm + launch_add + launch_rms_norm.
+// skipped, and nothing quantized), bit-equal to launch_rms_norm + launch_add + launch_rms_norm.
 void launch_post_norm_add_rms_norm(float* x, float* branch, const float* post_weight,
                                    float post_eps, const float* weight, float* xn, int64_t n_rows,
-                                   int64_t n, float eps, cudaStream_t stream);
+                                   int64_t n, float eps, cudaStream_t stream,
+                                   const RowQuantize& quantize = {});
 
 // Positions: rope, kv_store and attention take the first token's position by value (`pos0`)
 // or, inside a recorded step, from device memory (`pos0_slot`, the step graph's parameter table,

@@ -74,6 +74,7 @@ void StepGraph::begin_capture() {
 }
 
 bool StepGraph::replayed(const OpSignature& op) {
+  ++ops_seen_;
   if (mode_ == Mode::kOff) {
     held_ = false;
     return false;

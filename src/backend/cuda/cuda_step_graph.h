@@ -46,6 +46,9 @@ class StepGraph {
   // into the capture). Replaying: true when `op` equals the recorded op at this index (the op
   // launches nothing); otherwise drops the recording and throws sluice::Error.
   bool replayed(const OpSignature& op);
+  // Ops that have called replayed() so far, in every mode and step: the stream's op numbers
+  // (output_quantize_plan.h tells adjacent ops by them).
+  uint64_t ops_seen() const { return ops_seen_; }
   // While recording: the device address of a parameter-table slot that holds `position` when
   // the step runs (its value written now, copied by the graph's first node). nullptr when not
   // recording: the op passes the position by value.
@@ -98,7 +101,8 @@ class StepGraph {
   std::vector<uint64_t> recorded_words_;
   std::vector<size_t> op_ends_;
   size_t replayed_ops_ = 0;  // ops of the step being replayed matched so far
-  void* exec_ = nullptr;     // cudaGraphExec_t
+  uint64_t ops_seen_ = 0;
+  void* exec_ = nullptr;  // cudaGraphExec_t
   Mode mode_ = Mode::kOff;
   bool held_ = false;         // recorded_words_ and exec_ hold a step that can be replayed
   bool step_failed_ = false;  // fail_step() was called during this step

@@ -92,7 +92,7 @@ bool expert_matmul_supported(QType type) {
 }
 
 bool matmul_by_id(const ExpertStackArgs& s, const int32_t* ids, int64_t n, const float* x,
-                  int64_t n_inputs, float* y, void* stream, std::string* error) {
+                  int64_t n_inputs, float* y, void* stream, std::string* error, const void* xq) {
   if (n < 0 || n > INT32_MAX) {
     return fail(error, "cuda matmul_by_id: " + std::to_string(n) + " choices");
   }
@@ -102,10 +102,15 @@ bool matmul_by_id(const ExpertStackArgs& s, const int32_t* ids, int64_t n, const
                            std::to_string(n) + " choices (1 or " + std::to_string(n) + " allowed)");
   }
   if (!ids) return fail(error, "cuda matmul_by_id: ids missing");
+  if (xq && (n > kMaxChoices || n_inputs > 8 || !aligned(xq, 16))) {
+    return fail(error, "cuda matmul_by_id: quantized activations for " + std::to_string(n_inputs) +
+                           " rows, " + std::to_string(n) + " choices, or not 16-byte aligned");
+  }
   quant::ExpertMatmulArgs args;
   const quant::ExpertKernelSet* set = checked_stack("matmul_by_id", s, x, y, &args, error);
   if (!set) return false;
   args.stream = stream;
+  args.xq = xq;
   // Each row's numbers do not depend on the others' (its own activation quantization), so the
   // launches over consecutive slices give what one launch over all would.
   for (int64_t c0 = 0; c0 < n; c0 += kMaxChoices) {

@@ -34,8 +34,12 @@ bool expert_matmul_supported(QType type);
 // n_rows]. Bit-equal, row for row, to quant_matmul.h's matmul of W_{ids[c]} on x_c alone (1 token):
 // the same activation quantization and int8 matvec, or the same float matvec, in one launch over
 // the choices (after one quantization launch of the n_inputs rows for the quantized types).
+// xq: x's n_inputs rows already quantized in the stack type's activation format (quant_matmul.h,
+// quantize_activations' layout; at most 8 rows, n at most 65535), or nullptr: then no
+// quantization launch.
 bool matmul_by_id(const ExpertStackArgs& s, const int32_t* ids, int64_t n, const float* x,
-                  int64_t n_inputs, float* y, void* stream, std::string* error);
+                  int64_t n_inputs, float* y, void* stream, std::string* error,
+                  const void* xq = nullptr);
 
 // Prefill: for g < n_groups, rows offsets[g] .. offsets[g + 1] of x [offsets[n_groups], n_cols]
 // times W_{ids[g]} into the same rows of y [offsets[n_groups], n_rows]. ids [n_groups], offsets

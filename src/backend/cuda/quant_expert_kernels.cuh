@@ -77,10 +77,11 @@ __global__ void __launch_bounds__(kInt8Threads)
 template <QType kType>
 bool run_int8_by_id(const ExpertMatmulArgs& a, std::string* error) {
   constexpr int kBlock = activation_block(kType);
-  void* scratch = nullptr;
+  void* scratch = const_cast<void*>(a.xq);
   const MatmulArgs rows{nullptr, 0, a.n_cols, 0, a.x, nullptr, a.n_inputs, a.stream};
-  if (!activation_scratch(a.stream, scratch_bytes(a.n_inputs, a.n_cols, kBlock), &scratch, error) ||
-      !quantize_int8_activations<kType>(rows, scratch, error)) {
+  if (!scratch && (!activation_scratch(a.stream, scratch_bytes(a.n_inputs, a.n_cols, kBlock),
+                                       &scratch, error) ||
+                   !quantize_int8_activations<kType>(rows, scratch, error))) {
     return false;
   }
   const QuantizedRows q = split_scratch(scratch, a.n_inputs, a.n_cols, kBlock);

@@ -16,11 +16,13 @@
 // each array dense so a lane's 16-byte loads of qs stay aligned.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/quant_kernel_set.h"
 #include "quant/qtype.h"
 
@@ -78,23 +80,12 @@ int64_t scratch_bytes(int64_t n_tokens, int64_t n_cols, int block) {
   return quantized_rows_bytes(n_tokens, n_cols, block);
 }
 
-// Programmatic dependent launch (sm_90+): the quantize kernel lets the matvec kernel (launched
-// with programmatic stream serialization) be scheduled at once; the matvec then waits for the
-// quantize grid to finish (griddepcontrol.wait returns only when the prerequisite grid has
-// completed and its writes are visible) before reading anything. Measured and dropped
-// (docs/BENCHMARKS.md, "decode tuning"): prefetching the row to L2 before the wait (its extra
-// requests cost more than they hid), and letting back-to-back matvecs launch early too (the
-// waiting blocks slowed the one-wave 4096-row products).
-__device__ __forceinline__ void allow_dependent_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_prerequisite() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
+// The products are launched as dependents of the kernel ahead (cuda_launch.cuh): the quantize
+// kernel (or a quantizing norm) lets them be scheduled at once; they wait for it to finish before
+// reading anything. Measured and dropped (docs/BENCHMARKS.md, "decode tuning"): prefetching the
+// row to L2 before the wait (its extra requests cost more than they hid), and letting
+// back-to-back matvecs launch at their start (the waiting blocks slowed the one-wave 4096-row
+// products); a warp lets the next kernel launch once its row is done.
 
 // One warp per 256-element block, 8 elements per lane. Mirrors quantize_row_q8_k:
 // the signed element of largest magnitude (first wins a tie), iscale = -127 / max, round half to
@@ -140,6 +131,7 @@ __device__ __forceinline__ void store_q8_k_block(const float (&v)[8], int lane, 
 
 __global__ void __launch_bounds__(32 * kQuantizeWarps)
     quantize_q8_k_kernel(const float* __restrict__ x, int64_t n_blocks_total, QuantizedRows q) {
+  wait_for_prerequisite();
   allow_dependent_launch();
   const int lane = threadIdx.x % 32;
   const int64_t block = int64_t(blockIdx.x) * kQuantizeWarps + threadIdx.x / 32;
@@ -174,6 +166,7 @@ __device__ __forceinline__ void store_q8_0_block(float v, int lane, int64_t bloc
 template <bool kWithSum>
 __global__ void __launch_bounds__(32 * kQuantizeWarps)
     quantize_q8_0_kernel(const float* __restrict__ x, int64_t n_blocks_total, QuantizedRows q) {
+  wait_for_prerequisite();
   allow_dependent_launch();
   const int lane = threadIdx.x % 32;
   const int64_t block = int64_t(blockIdx.x) * kQuantizeWarps + threadIdx.x / 32;
@@ -543,6 +536,7 @@ __global__ void __launch_bounds__(kInt8Threads)
   if (r.row >= r.n_rows) return;  // whole warps leave: no block-wide barrier below
   wait_for_prerequisite();
   int8_matvec_row<kType, kTokens>(r.row_ptr, q, n_cols, r.y, r.n_rows);
+  allow_dependent_launch();
 }
 
 // The 32-element types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4; blocks of 17-34 bytes,
@@ -606,6 +600,7 @@ __global__ void __launch_bounds__(kInt8Threads)
   if (r.row >= r.n_rows) return;  // whole warps leave; only __syncwarp below
   wait_for_prerequisite();
   staged32_matvec_row<kType, kTokens>(r.row_ptr, q, n_cols, r.y, r.n_rows);
+  allow_dependent_launch();
 }
 
 bool int8_launched(const char* kernel, std::string* error) {
@@ -619,19 +614,8 @@ bool int8_launched(const char* kernel, std::string* error) {
 template <class... Params, class... Args>
 bool launch_after_quantize(void (*kernel)(Params...), dim3 grid, cudaStream_t stream,
                            std::string* error, Args... args) {
-  int device = 0, major = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(kInt8Threads);
-  config.stream = stream;
-  config.attrs = attribute;
-  config.numAttrs = major >= 9 ? 1 : 0;
-  const cudaError_t status = cudaLaunchKernelEx(&config, kernel, args...);
+  const cudaError_t status =
+      launch_dependent(kernel, grid, dim3(kInt8Threads), 0, stream, true, args...);
   if (status == cudaSuccess) return true;
   if (error) *error = std::string("cuda int8 matvec: ") + cudaGetErrorString(status);
   return false;
@@ -660,10 +644,11 @@ bool quantize_int8_activations(const MatmulArgs& a, void* out, std::string* erro
   const unsigned grid = unsigned((n_blocks + kQuantizeWarps - 1) / kQuantizeWarps);
   const auto stream = static_cast<cudaStream_t>(a.stream);
   if constexpr (kActBlock == 256) {
-    quantize_q8_k_kernel<<<grid, 32 * kQuantizeWarps, 0, stream>>>(a.x, n_blocks, q);
+    launch_chained(quantize_q8_k_kernel, dim3(grid), dim3(32 * kQuantizeWarps), 0, stream, a.x,
+                   n_blocks, q);
   } else {
-    quantize_q8_0_kernel<uses_q8_1(kType)>
-        <<<grid, 32 * kQuantizeWarps, 0, stream>>>(a.x, n_blocks, q);
+    launch_chained(quantize_q8_0_kernel<uses_q8_1(kType)>, dim3(grid), dim3(32 * kQuantizeWarps), 0,
+                   stream, a.x, n_blocks, q);
   }
   return int8_launched("quantize activations", error);
 }

@@ -81,14 +81,15 @@ struct ExpertMatmulArgs {
   const void* base;
   int64_t stride;  // bytes
   int64_t n_rows, n_cols, row_bytes;
-  const int32_t* ids;      // by id: [n] choices; grouped: [n] groups
-  const int32_t* offsets;  // grouped: [n + 1] row offsets; by id: unused
-  int64_t n;               // choices (by id, <= 64) or groups
-  int64_t n_inputs;        // by id: rows of x, 1 (shared by every choice) or n
-  int64_t max_rows;        // grouped: the largest group's rows
-  const float* x;          // by id: [n_inputs, n_cols]; grouped: [offsets[n], n_cols]
-  float* y;                // by id: [n, n_rows]; grouped: [offsets[n], n_rows]
-  void* stream;            // cudaStream_t
+  const int32_t* ids;        // by id: [n] choices; grouped: [n] groups
+  const int32_t* offsets;    // grouped: [n + 1] row offsets; by id: unused
+  int64_t n;                 // choices (by id, <= 64) or groups
+  int64_t n_inputs;          // by id: rows of x, 1 (shared by every choice) or n
+  int64_t max_rows;          // grouped: the largest group's rows
+  const float* x;            // by id: [n_inputs, n_cols]; grouped: [offsets[n], n_cols]
+  float* y;                  // by id: [n, n_rows]; grouped: [offsets[n], n_rows]
+  void* stream;              // cudaStream_t
+  const void* xq = nullptr;  // by id: x already quantized (expert_matmul.h), or nullptr
 };
 
 struct ExpertKernelSet {
