@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_softmax.cuh"
 #include "backend/cuda/expert_matmul.h"
 
@@ -129,6 +130,8 @@ __global__ void __launch_bounds__(kMaxExperts)
   __shared__ uint64_t keys[kMaxExperts];
   __shared__ int32_t chosen[kMaxChosen];
   __shared__ float chosen_weights[kMaxChosen];
+  wait_for_prerequisite();  // launched as a dependent (cuda_launch.cuh)
+  allow_dependent_launch();
   const int64_t t = blockIdx.x;
   const float* row = rows + t * p.n_expert;
   const int e = threadIdx.x;
@@ -216,9 +219,9 @@ bool select_experts(const float* probs, const float* bias, int64_t n_tokens,
   params.weights_scale = config.weights_scale;
   params.scoring = config.scoring;
   const int threads = int((n_expert + 31) / 32 * 32);
-  select_experts_kernel<<<unsigned(n_tokens), threads, 0, static_cast<cudaStream_t>(stream)>>>(
-      probs, bias, params, selected, weights);
-  const cudaError_t status = cudaGetLastError();
+  const cudaError_t status =
+      launch_chained(select_experts_kernel, dim3(unsigned(n_tokens)), dim3(threads), 0,
+                     static_cast<cudaStream_t>(stream), probs, bias, params, selected, weights);
   if (status != cudaSuccess) {
     return fail(error, std::string("cuda select_experts: ") + cudaGetErrorString(status));
   }

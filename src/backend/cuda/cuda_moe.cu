@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/cuda_ops.h"
 
 namespace sluice::cuda {
@@ -61,6 +62,8 @@ template <bool kVector>
 __global__ void __launch_bounds__(kThreads)
     weighted_sum_kernel(const float* __restrict__ y, int64_t k, int64_t n, float* __restrict__ out,
                         const float* __restrict__ weights) {
+  wait_for_prerequisite();  // launched as a dependent (cuda_launch.cuh)
+  allow_dependent_launch();
   const int64_t t = blockIdx.x;
   const int64_t j = int64_t(blockIdx.y) * kChunk + int64_t(threadIdx.x) * 4;
   if (j >= n) return;
@@ -173,12 +176,10 @@ void launch_weighted_sum(const float* y, const float* weights, int64_t n_tokens,
     fail("cuda: weighted_sum: ", n_tokens, " rows of ", n, " is too large a grid");
   }
   const dim3 grid(unsigned(n_tokens), unsigned((n + kChunk - 1) / kChunk));
-  if (n % 4 == 0 && aligned16(y) && aligned16(out)) {
-    weighted_sum_kernel<true><<<grid, kThreads, 0, stream>>>(y, k, n, out, weights);
-  } else {
-    weighted_sum_kernel<false><<<grid, kThreads, 0, stream>>>(y, k, n, out, weights);
-  }
-  check_launch("weighted_sum");
+  const bool vector = n % 4 == 0 && aligned16(y) && aligned16(out);
+  check(launch_chained(vector ? weighted_sum_kernel<true> : weighted_sum_kernel<false>, grid,
+                       dim3(kThreads), 0, stream, y, k, n, out, weights),
+        "weighted_sum");
 }
 
 }  // namespace sluice::cuda

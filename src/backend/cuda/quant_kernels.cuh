@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/cuda_launch.cuh"
 #include "backend/cuda/quant_decode.cuh"
 #include "backend/cuda/quant_int8_pieces.cuh"
 #include "backend/cuda/quant_kernel_set.h"
@@ -125,18 +126,19 @@ template <QType kType, int kTokens, int kRows>
 __global__ void __launch_bounds__(kMatvecThreads)
     matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows, int n_groups,
                   const float* __restrict__ x, int64_t n_cols, float* __restrict__ y) {
+  wait_for_prerequisite();  // launched as a dependent (cuda_launch.cuh)
   matvec_rows<kType, kTokens, kRows>(w, row_bytes, n_rows, n_groups, x, n_cols, y,
                                      int64_t(blockIdx.x) * kRows);
+  allow_dependent_launch();  // as the int8 products: once the block's rows are done
 }
 
 template <QType kType, int kTokens>
 bool launch_matvec(const MatmulArgs& a, std::string* error) {
   constexpr int kRows = matvec_rows_per_block(kTokens);
   const int64_t blocks = (a.n_rows + kRows - 1) / kRows;
-  matvec_kernel<kType, kTokens, kRows>
-      <<<unsigned(blocks), kMatvecThreads, 0, static_cast<cudaStream_t>(a.stream)>>>(
-          static_cast<const uint8_t*>(a.w), a.row_bytes, a.n_rows, int(a.n_cols / 8), a.x, a.n_cols,
-          a.y);
+  launch_chained(matvec_kernel<kType, kTokens, kRows>, dim3(unsigned(blocks)), dim3(kMatvecThreads),
+                 0, static_cast<cudaStream_t>(a.stream), static_cast<const uint8_t*>(a.w),
+                 a.row_bytes, a.n_rows, int(a.n_cols / 8), a.x, a.n_cols, a.y);
   return launched("matvec", error);
 }
 
