@@ -1,9 +1,9 @@
 // OutputQuantizePlan (src/backend/cuda/output_quantize_plan.h), the bookkeeping that lets a decode
-// norm quantize its output for the product that reads it next. Plain C++: runs without a device
-// (in CI wherever the CUDA backend is compiled). What must hold: nothing is fused before a
-// reader has said which format it wants; a reader takes the norm's activations only when it is
-// the very next op and reads exactly the norm's rows in that format; a norm whose readers
-// disagree is never fused again.
+// norm or GLU quantize its output for the product that reads it next (a norm here). Plain C++:
+// runs without a device (in CI wherever the CUDA backend is compiled). What must hold: nothing
+// is fused before a reader has said which format it wants; a reader takes the norm's activations
+// only when it is the very next op and reads exactly the norm's rows in that format; a norm whose
+// readers disagree is never fused again; the plan never holds more than kMaxProducers.
 #include <gtest/gtest.h>
 
 #ifdef SLUICE_HAVE_CUDA
@@ -78,6 +78,25 @@ TEST_F(OutputQuantizePlanTest, ProducersAreToldApartByInputAndOutput) {
   EXPECT_EQ(plan_.quantized_input(y_, 1, 4096, QType::Q8_0, ++op_), nullptr);
   EXPECT_EQ(plan_.format_for(next_layer), QType::Q8_0);
   EXPECT_EQ(plan_.format_for(norm_), QType::Q8_1);
+}
+
+TEST_F(OutputQuantizePlanTest, ForgetsEverythingRatherThanGrowWithoutEnd) {
+  step(QType::Q8_K);
+  ASSERT_TRUE(plan_.format_for(norm_).has_value());
+  // Producers of other output rows (new sessions' buffers), each taught once.
+  static float rows[OutputQuantizePlan::kMaxProducers];
+  for (size_t i = 0; i < OutputQuantizePlan::kMaxProducers; ++i) {
+    const OutputQuantizePlan::Producer other{weight_, rows + i, 1, 4096};
+    plan_.produced(other, std::nullopt, nullptr, ++op_);
+    plan_.quantized_input(rows + i, 1, 4096, QType::Q8_0, ++op_);
+  }
+  // The map filled up and was cleared once: the first norm learns again from scratch.
+  EXPECT_FALSE(plan_.format_for(norm_).has_value());
+  const OutputQuantizePlan::Producer last{weight_, rows + OutputQuantizePlan::kMaxProducers - 1, 1,
+                                          4096};
+  EXPECT_EQ(plan_.format_for(last), QType::Q8_0);
+  EXPECT_EQ(step(QType::Q8_K), nullptr);
+  EXPECT_EQ(step(QType::Q8_K), &quantized_);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ const void* OutputQuantizePlan::quantized_input(const float* x, int64_t n_tokens
       last_.ran && last_.op + 1 == op && p.y == x && p.n_rows == n_tokens && p.n == n_cols;
   if (!adjacent) return nullptr;
   if (last_.format == format) return last_.quantized;
+  if (learned_.size() >= kMaxProducers && learned_.count(key(p)) == 0) learned_.clear();
   const auto [entry, inserted] = learned_.try_emplace(key(p), format);
   if (!inserted && entry->second != format) entry->second = std::nullopt;  // readers disagree
   return nullptr;

@@ -12,6 +12,7 @@
 // Plain C++: the backend keeps one per stream, the tests drive it without a device.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -23,6 +24,11 @@ namespace sluice::cuda {
 
 class OutputQuantizePlan {
  public:
+  // Producers remembered at most; past that the plan forgets them all and learns anew (a server
+  // that makes session after session makes new output rows each time: the map must not grow
+  // without end). A model's decode step has a few per layer.
+  static constexpr size_t kMaxProducers = 1 << 14;
+
   // A producer's identity from one step to the next: an input of its own (a norm's weight, each
   // layer's own; a GLU's up rows) and its output rows.
   struct Producer {
