@@ -42,11 +42,15 @@ uint64_t count_or_zero(int64_t n) {
   return n > 0 ? uint64_t(n) : 0;
 }
 
-// The norm launchers' form of a norm's quantized output: Q8_K in blocks of 256, Q8_0 and Q8_1
-// (with its sums) in blocks of 32.
+// Elements per scale of an activation format: Q8_K 256, Q8_0 and Q8_1 32.
+int scale_block(QType format) {
+  return format == QType::Q8_K ? 256 : 32;
+}
+
+// The launchers' form of a producer's quantized output (Q8_1 with its sums).
 RowQuantize row_quantize(std::optional<QType> format, void* out) {
   if (!format || out == nullptr) return {};
-  return RowQuantize{out, *format == QType::Q8_K ? 256 : 32, *format == QType::Q8_1};
+  return RowQuantize{out, scale_block(*format), *format == QType::Q8_1};
 }
 
 // Whether [p, p + bytes) lies inside one of `ranges` (begin → end, not overlapping).
@@ -146,7 +150,7 @@ CudaBackend::OutputQuantized CudaBackend::output_quantized(
   }
   const std::optional<QType> format = plan_.format_for(producer);
   if (!format) return {};
-  const int block = *format == QType::Q8_K ? 256 : 32;
+  const int block = scale_block(*format);
   if (producer.n % block != 0) return {};
   const int64_t bytes = quant::quantized_rows_bytes(producer.n_rows, producer.n, block);
   return {format, shared_activations(size_t(bytes))};
