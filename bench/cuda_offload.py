@@ -38,8 +38,13 @@ of one decode token over every step of that process (the timed R × T among them
 fill of the empty slots is included, as it would be in any decode from a cold start), and its
 tokens/s is the decode figure set against the bound. Prefill speed comes from the -n 0 command.
 
-The bound: bound_tg = h2d_bytes_per_s / miss_bytes_per_decode_token, the tokens/s the copies
-alone would allow; the issue's goal is achieved tg >= 70% of it. H2D: the torch probe's pinned
+Miss bytes: the bytes of the experts a decode token needed that were not on the device — its
+demand misses and the next-layer guesses that were then used (device_misses +
+device_prefetch_used copies of device_bytes_copied / (device_misses + device_prefetched)); a
+guess never acquired (device_prefetched - device_prefetch_used) crossed the bus for nothing and
+is no miss. The bound: bound_tg = h2d_bytes_per_s / miss_bytes_per_decode_token, the tokens/s
+the copies of the misses alone would allow; the issue's goal is achieved tg >= 70% of it. The
+bound of every copied byte (wrong guesses too, copied_bound_tg) is reported beside it. H2D: the torch probe's pinned
 rate, else --h2d-gbps, else sluice's rate from the auto-plan run (pinned 256 MiB, best of 3).
 
 Output: a markdown table on stdout (placement, pp t/s, tg t/s, miss MiB/token, bound t/s, % of
@@ -189,9 +194,18 @@ def decode_misses(stats: dict, steps_expected: int | None = None) -> dict:
     if steps == 0:
         raise ValueError("--stats-json counted no steps")
     hits, misses = int(stats["device_hits"]), int(stats["device_misses"])
+    # Older builds have no guess counters: every copied byte counts as a miss's.
+    guessed = int(stats.get("device_prefetched", 0))
+    used = int(stats.get("device_prefetch_used", 0))
+    copied = int(stats["device_bytes_copied"])
+    copies = misses + guessed
+    needed = copied * (misses + used) / copies if copies else copied
     out = {"steps": steps, "device_slots": slots,
            "misses_per_token": misses / steps,
-           "miss_bytes_per_token": int(stats["device_bytes_copied"]) / steps,
+           "guesses_per_token": guessed / steps,
+           "guesses_used_per_token": used / steps,
+           "miss_bytes_per_token": needed / steps,
+           "copied_bytes_per_token": copied / steps,
            "device_hit_rate": hits / (hits + misses) if hits + misses else None}
     if steps_expected is not None:
         out["steps_expected"] = steps_expected
@@ -316,9 +330,13 @@ def summarize(rounds: list[dict], h2d_bytes_per_s: float | None) -> dict:
         return sum(1 for r in rounds if r.get(run))
 
     tiered = {"pp": med("tiered-prefill", "pp"), "tg": med("tiered-decode", "tg")}
-    for key in ("miss_bytes_per_token", "misses_per_token", "device_hit_rate", "device_slots"):
+    for key in ("miss_bytes_per_token", "copied_bytes_per_token", "misses_per_token",
+                "guesses_per_token", "guesses_used_per_token", "device_hit_rate", "device_slots"):
         tiered[key] = med("tiered-decode", key)
     tiered.update(pcie_bound(h2d_bytes_per_s, tiered["miss_bytes_per_token"], tiered["tg"]))
+    copied = pcie_bound(h2d_bytes_per_s, tiered["copied_bytes_per_token"], tiered["tg"])
+    tiered["copied_bound_tg"] = copied["bound_tg"]
+    tiered["fraction_of_copied_bound"] = copied["fraction_of_bound"]
     tiered["rounds_ok"] = {"pp": ok("tiered-prefill"), "tg": ok("tiered-decode")}
     out = {"gpu-tiered": tiered}
     for run in ("hybrid", "llama.cpp"):
@@ -387,6 +405,14 @@ def markdown(results: dict) -> str:
             f"{cell(e.get('fraction_of_bound'), '.0%', 'n/a') if tiered else '—'} | "
             f"{cell(e['vs_llama.cpp']['pp'], '.2f')} | {cell(e['vs_llama.cpp']['tg'], '.2f')} | "
             f"{e['rounds_ok']['pp']}/{e['rounds_ok']['tg']} of {args['rounds']} |")
+    t = s["gpu-tiered"]
+    if t.get("copied_bytes_per_token") is not None:
+        lines += ["", f"GPU-tiered decode per token: {cell(t['misses_per_token'], '.1f')} demand "
+                  f"misses, {cell(t.get('guesses_per_token'), '.1f')} next-layer guesses copied "
+                  f"({cell(t.get('guesses_used_per_token'), '.1f')} of them used); every copied "
+                  f"byte {cell(t['copied_bytes_per_token'] / MIB, '.1f')} MiB/token, bound "
+                  f"{cell(t.get('copied_bound_tg'), '.1f', 'n/a')} t/s, of which tg is "
+                  f"{cell(t.get('fraction_of_copied_bound'), '.0%', 'n/a')}."]
     return "\n".join(lines)
 
 

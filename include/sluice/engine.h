@@ -70,6 +70,9 @@ struct ExpertTelemetry {
   // The device tier (CUDA): slots of device memory in front of the host tier above.
   int64_t device_slots = 0;  // 0: no device tier (CPU, or every expert resident on the device)
   uint64_t device_hits = 0, device_misses = 0, device_bytes_copied = 0;
+  // Next-layer guesses copied to the device, and those acquired before their slot was reused
+  // (the others' bytes crossed the bus for nothing).
+  uint64_t device_prefetched = 0, device_prefetch_used = 0;
   std::vector<uint64_t> layer_hits, layer_misses;  // [n_layer]
   // Each forward call's figures (decode tokens and prefill chunks), the first 16384 of them.
   std::vector<uint64_t> step_hits, step_misses, step_bytes_read;

@@ -45,6 +45,8 @@ DeviceExpertSlots::DeviceExpertSlots(std::unique_ptr<ExpertSource> host, const E
   owner_.assign(size_t(n_slots), -1);
   last_use_.assign(size_t(n_slots), 0);
   pinned_.assign(size_t(n_slots), 0);
+  ahead_.assign(size_t(n_slots), 0);
+  guessed_.assign(size_t(n_slots), 0);
 }
 
 ExpertWeights DeviceExpertSlots::views(int64_t layer, int64_t slot) const {
@@ -83,16 +85,25 @@ DeviceExpertSlots::~DeviceExpertSlots() {
   backend_.join_ahead();
 }
 
+void DeviceExpertSlots::start_prefetches() {
+  for (const AheadFill& f : ahead_fills_) {
+    fill(f.layer, f.slot, f.host, true);
+    ahead_in_flight_.push_back(f.slot);
+  }
+  ahead_fills_.clear();
+}
+
 void DeviceExpertSlots::join_prefetches() {
-  if (ahead_slots_.empty()) return;
+  if (ahead_in_flight_.empty()) return;
   backend_.join_ahead();
-  for (int64_t slot : ahead_slots_) pinned_[size_t(slot)] = 0;
-  ahead_slots_.clear();
+  for (int64_t slot : ahead_in_flight_) ahead_[size_t(slot)] = 0;
+  ahead_in_flight_.clear();
 }
 
 void DeviceExpertSlots::acquire(int64_t layer, std::span<const int32_t> ids) {
-  join_prefetches();
+  start_prefetches();  // guesses given slots since the last release: their bytes are owed
   ++tick_;
+  waits_owed_ = ids.size();
   host_ids_.clear();
   for (int32_t id : ids) {
     const auto found = slot_.find(key(layer, id));
@@ -102,6 +113,11 @@ void DeviceExpertSlots::acquire(int64_t layer, std::span<const int32_t> ids) {
     }
     pin(found->second);
     ++counters_.hits;
+    if (const uint8_t rank = guessed_[size_t(found->second)]; rank != 0) {
+      ranks_.used(rank - 1u);
+      ++counters_.prefetch_used;
+    }
+    guessed_[size_t(found->second)] = 0;
   }
   if (!host_ids_.empty()) host_->acquire(layer, host_ids_);
   current_layer_ = layer;
@@ -115,7 +131,7 @@ bool DeviceExpertSlots::ready(int64_t layer, int32_t id) {
 int64_t DeviceExpertSlots::victim() const {
   int64_t best = -1;
   for (size_t s = 0; s < owner_.size(); ++s) {
-    if (pinned_[s]) continue;
+    if (pinned_[s] || ahead_[s]) continue;
     if (best < 0 || last_use_[s] < last_use_[size_t(best)]) best = int64_t(s);
   }
   if (best < 0) fail("device expert slots: all ", owner_.size(), " slots are pinned");
@@ -123,20 +139,30 @@ int64_t DeviceExpertSlots::victim() const {
 }
 
 ExpertWeights DeviceExpertSlots::wait(int64_t layer, int32_t id) {
+  // Not at acquire: the host reads the next layer's guess between acquire and the first wait,
+  // and that read must not wait for these copies too.
+  join_prefetches();
+  // The acquire's last wait: every miss's copy is queued, so the guesses' copies may follow
+  // them now and overlap this layer's compute.
+  waits_owed_ -= waits_owed_ > 0 ? 1 : 0;
+  int64_t slot = -1;
   if (const auto found = slot_.find(key(layer, id)); found != slot_.end()) {
-    return views(layer, found->second);
+    slot = found->second;
+  } else {
+    const ExpertWeights host = host_->wait(layer, id);
+    slot = take_slot(layer, id);
+    pin(slot);
+    fill(layer, slot, host, false);
+    ++counters_.misses;
   }
-  const ExpertWeights host = host_->wait(layer, id);
-  const int64_t slot = take_slot(layer, id);
-  pin(slot);
-  fill(layer, slot, host, false);
-  ++counters_.misses;
+  if (waits_owed_ == 0) start_prefetches();
   return views(layer, slot);
 }
 
 int64_t DeviceExpertSlots::take_slot(int64_t layer, int32_t id) {
   const int64_t slot = victim();
   if (owner_[size_t(slot)] >= 0) slot_.erase(uint64_t(owner_[size_t(slot)]));
+  guessed_[size_t(slot)] = 0;
   owner_[size_t(slot)] = int64_t(key(layer, id));
   slot_[key(layer, id)] = slot;
   return slot;
@@ -165,6 +191,7 @@ void DeviceExpertSlots::pin(int64_t slot) {
 }
 
 void DeviceExpertSlots::release(int64_t layer) {
+  start_prefetches();
   for (int64_t slot : pinned_slots_) pinned_[size_t(slot)] = 0;
   pinned_slots_.clear();
   if (!host_ids_.empty()) host_->release(layer);
@@ -172,27 +199,28 @@ void DeviceExpertSlots::release(int64_t layer) {
 }
 
 void DeviceExpertSlots::prefetch(int64_t layer, std::span<const int32_t> ids) {
-  prefetch_ids_.clear();
-  for (int32_t id : ids) {
-    if (slot_.count(key(layer, id)) == 0) prefetch_ids_.push_back(id);
-  }
-  if (prefetch_ids_.empty()) return;
   if (!host_->always_in_stack()) {
-    host_->prefetch(layer, prefetch_ids_);
+    prefetch_ids_.clear();
+    for (int32_t id : ids) {
+      if (slot_.count(key(layer, id)) == 0) prefetch_ids_.push_back(id);
+    }
+    if (!prefetch_ids_.empty()) host_->prefetch(layer, prefetch_ids_);
     return;
   }
   // Slots left once the current acquire's misses (not loaded yet) have theirs.
-  int64_t free = n_slots() - int64_t(pinned_slots_.size() + ahead_slots_.size());
+  int64_t free =
+      n_slots() - int64_t(pinned_slots_.size() + ahead_in_flight_.size() + ahead_fills_.size());
   for (int32_t id : host_ids_) {
     if (slot_.count(key(current_layer_, id)) == 0) --free;
   }
-  for (int32_t id : prefetch_ids_) {
-    if (free <= 0) break;
-    const int64_t slot = take_slot(layer, id);
-    pinned_[size_t(slot)] = 1;
+  for (size_t rank = 0; rank < ids.size() && free > 0; ++rank) {
+    if (slot_.count(key(layer, ids[rank])) != 0 || !ranks_.worth_copying(rank)) continue;
+    const int64_t slot = take_slot(layer, ids[rank]);
+    ahead_[size_t(slot)] = 1;
+    guessed_[size_t(slot)] = uint8_t(std::min<size_t>(rank + 1, 255));
     last_use_[size_t(slot)] = tick_;
-    ahead_slots_.push_back(slot);
-    fill(layer, slot, host_->wait(layer, id), true);
+    ahead_fills_.push_back({layer, slot, host_->wait(layer, ids[rank])});
+    ranks_.copied(rank);
     ++counters_.prefetched;
     --free;
   }

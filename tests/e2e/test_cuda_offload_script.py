@@ -164,6 +164,24 @@ def test_decode_misses_and_the_pcie_bound_by_hand():
     assert offload.pcie_bound(55e9, 0.0, 20.0)["note"] == "no misses"
 
 
+def test_wrong_guesses_are_copied_bytes_but_not_miss_bytes():
+    # Per token: 100 demand misses and 200 guesses copied, 150 of the guesses then acquired:
+    # 300 experts crossed the bus, 250 of them were needed.
+    stats = json.loads(STATS_JSON)
+    stats.update({"device_misses": STEPS * 100, "device_prefetched": STEPS * 200,
+                  "device_prefetch_used": STEPS * 150,
+                  "device_bytes_copied": STEPS * 300 * EXPERT_BYTES})
+    got = offload.decode_misses(stats)
+    assert got["misses_per_token"] == pytest.approx(100)
+    assert got["guesses_per_token"] == pytest.approx(200)
+    assert got["guesses_used_per_token"] == pytest.approx(150)
+    assert got["copied_bytes_per_token"] == pytest.approx(300 * EXPERT_BYTES)
+    assert got["miss_bytes_per_token"] == pytest.approx(250 * EXPERT_BYTES)
+    # 55 GB/s over 250 experts of 2 654 208 bytes: 82.89 tokens/s.
+    assert offload.pcie_bound(55e9, got["miss_bytes_per_token"], 50.0)["bound_tg"] == \
+        pytest.approx(82.887, abs=1e-3)
+
+
 def test_decode_misses_refuse_a_run_without_a_device_tier():
     stats = json.loads(STATS_JSON)
     stats["device_slots"] = 0

@@ -110,27 +110,41 @@ TEST_F(DeviceSlotsTest, AnAcquireKeepsWhatItPinnedAndIsBoundedByTheSlots) {
                Error);
 }
 
-// Guesses for the next layer are copied into slots at once when the host tier holds every
-// expert (the mapped file), never into the slots the current acquire still needs; a guessed
-// expert is then a hit with its own bytes, and a wrong guess is just a slot to replace.
+// Guesses for the next layer get slots at once when the host tier holds every expert (the
+// mapped file), never the slots the current acquire still needs, and are copied from the
+// current acquire's last wait on — after its own misses, never sharing the bus with them; a
+// guessed expert is then a hit with its own bytes, and a wrong guess is just a slot to replace.
 TEST_F(DeviceSlotsTest, PrefetchFillsFreeSlotsAheadAndTheNextAcquireHitsThem) {
+  constexpr uint64_t kExpertBytes = kGateBytes + kDownBytes;
   DeviceExpertSlots slots(std::make_unique<ResidentExperts>(layout_), layout_, device_, 4);
   EXPECT_TRUE(slots.wants_prefetch());
   slots.acquire(0, std::vector<int32_t>{1, 2});  // two misses, not loaded until wait()
   const std::vector<int32_t> guesses = {3, 4, 5};
-  slots.prefetch(1, guesses);  // 4 slots, 2 owed to the acquire: only 3 and 4 are copied
+  slots.prefetch(1, guesses);  // 4 slots, 2 owed to the acquire: only 3 and 4 get one
   EXPECT_EQ(slots.device_counters().prefetched, 2u);
+  EXPECT_EQ(slots.device_counters().bytes_copied, 0u);
   for (int32_t id : {1, 2}) {
     const ExpertWeights w = slots.wait(0, id);
     EXPECT_EQ(static_cast<const char*>(w.part(ExpertPart::kGate).data)[0], char(id));
+    // The first wait copies its miss only; the last, its miss and then the guesses.
+    EXPECT_EQ(slots.device_counters().bytes_copied, (id == 1 ? 1 : 4) * kExpertBytes);
   }
   slots.release(0);
   use(slots, 1, {3, 4});
   EXPECT_EQ(slots.device_counters().hits, 2u);
+  EXPECT_EQ(slots.device_counters().prefetch_used, 2u);
   EXPECT_EQ(slots.device_counters().misses, 2u);
   use(slots, 1, {5, 0});  // never prefetched: misses
   EXPECT_EQ(slots.device_counters().misses, 4u);
-  EXPECT_EQ(slots.device_counters().bytes_copied, 6 * (kGateBytes + kDownBytes));
+  EXPECT_EQ(slots.device_counters().bytes_copied, 6 * kExpertBytes);
+  // A wrong guess: copied, never acquired, so not counted as used.
+  slots.acquire(1, std::vector<int32_t>{5});
+  slots.prefetch(0, std::vector<int32_t>{3});
+  slots.wait(1, 5);
+  slots.release(1);
+  use(slots, 0, {1});
+  EXPECT_EQ(slots.device_counters().prefetched, 3u);
+  EXPECT_EQ(slots.device_counters().prefetch_used, 2u);
 }
 
 }  // namespace
