@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -62,6 +63,31 @@ class DeviceSlotsTest : public ::testing::Test {
   }
   void TearDown() override { std::remove(path_.c_str()); }
 
+  // The same experts stored expert-major, as `sluice repack` does: per expert its gate, 24
+  // bytes of padding (0x7f), its down, 40 more: the parts lie as a slot lays them out (the gate
+  // rounded up to 256 bytes).
+  void make_expert_major() {
+    constexpr uint64_t kExtent = 1024 + 640;
+    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    for (int l = 0; l < 2; ++l) {
+      for (int e = 0; e < kExperts; ++e) {
+        std::vector<char> extent(kExtent, char(0x7f));
+        std::fill_n(extent.begin(), kGateBytes, char(40 * l + e));
+        std::fill_n(extent.begin() + 1024, kDownBytes, char(40 * l + e + 20));
+        out.write(extent.data(), std::streamsize(extent.size()));
+      }
+    }
+    out.close();
+    layout_.files.assign(1, std::make_shared<File>(File::open(path_)));
+    for (int l = 0; l < 2; ++l) {
+      ExpertTensor& gate = layout_.layers[size_t(l)].parts[size_t(ExpertPart::kGate)];
+      ExpertTensor& down = layout_.layers[size_t(l)].parts[size_t(ExpertPart::kDown)];
+      gate.offset = uint64_t(l) * kExperts * kExtent;
+      down.offset = gate.offset + 1024;
+      gate.expert_stride = down.expert_stride = kExtent;
+    }
+  }
+
   // Acquires `ids` of `layer` as one token's choice and checks every byte of their views.
   void use(DeviceExpertSlots& slots, int64_t layer, std::vector<int32_t> ids) {
     slots.acquire(layer, ids);
@@ -96,6 +122,17 @@ TEST_F(DeviceSlotsTest, CopiesMissesKeepsHitsAndReplacesTheLeastRecentlyUsed) {
   use(slots, 1, {1});
   EXPECT_EQ(slots.device_counters().misses, 5u);
   EXPECT_EQ(slots.host().stats().total.hits + slots.host().stats().last_step.hits, 5u);
+}
+
+// Parts that lie in host memory as in the slot go over as one copy, padding between them
+// included; the views still hold each part's own bytes.
+TEST_F(DeviceSlotsTest, AnExpertWhosePartsLieAsInTheSlotIsOneCopy) {
+  make_expert_major();
+  DeviceExpertSlots slots(std::make_unique<ResidentExperts>(layout_), layout_, device_, 3);
+  use(slots, 0, {1, 2});
+  use(slots, 1, {5});
+  EXPECT_EQ(slots.device_counters().misses, 3u);
+  EXPECT_EQ(slots.device_counters().bytes_copied, 3 * (1024 + kDownBytes));
 }
 
 TEST_F(DeviceSlotsTest, AnAcquireKeepsWhatItPinnedAndIsBoundedByTheSlots) {
