@@ -44,8 +44,9 @@ device_prefetch_used copies of device_bytes_copied / (device_misses + device_pre
 guess never acquired (device_prefetched - device_prefetch_used) crossed the bus for nothing and
 is no miss. The bound: bound_tg = h2d_bytes_per_s / miss_bytes_per_decode_token, the tokens/s
 the copies of the misses alone would allow; the issue's goal is achieved tg >= 70% of it. The
-bound of every copied byte (wrong guesses too, copied_bound_tg) is reported beside it. H2D: the torch probe's pinned
-rate, else --h2d-gbps, else sluice's rate from the auto-plan run (pinned 256 MiB, best of 3).
+bound of every copied byte (wrong guesses too, copied_bound_tg) is reported beside it. H2D: the
+torch probe's pinned rate, else --h2d-gbps, else sluice's rate from the auto-plan run (pinned
+256 MiB, best of 3).
 
 Output: a markdown table on stdout (placement, pp t/s, tg t/s, miss MiB/token, bound t/s, % of
 bound, sluice / llama.cpp) and JSON to --out, rewritten after every command. Medians: each
