@@ -70,6 +70,7 @@ struct ExpertTelemetry {
   // The device tier (CUDA): slots of device memory in front of the host tier above.
   int64_t device_slots = 0;  // 0: no device tier (CPU, or every expert resident on the device)
   uint64_t device_hits = 0, device_misses = 0, device_bytes_copied = 0;
+  uint64_t device_copies = 0;  // host → device transfers: an expert's parts may go as one
   // Next-layer guesses copied to the device, and those acquired before their slot was reused
   // (the others' bytes crossed the bus for nothing).
   uint64_t device_prefetched = 0, device_prefetch_used = 0;

@@ -443,6 +443,18 @@ class Backend {
   // mapped file). Defaults: a plain upload, nothing to join.
   virtual void upload_ahead(void* dst, const void* host, size_t bytes) { upload(dst, host, bytes); }
   virtual void join_ahead() {}
+  // Host → backend memory, `rows` rows of `width` bytes: row r from host + r * host_pitch to
+  // dst + r * dst_pitch, as upload_ahead when `ahead`, else as upload (an expert's gate, up and
+  // down, each in its own stack of the mapped file, into one slot). A GPU may move them as one
+  // transfer, which its bus runs as fast as one contiguous copy. Default: a copy per row.
+  virtual void upload_rows(void* dst, size_t dst_pitch, const void* host, size_t host_pitch,
+                           size_t width, size_t rows, bool ahead) {
+    for (size_t r = 0; r < rows; ++r) {
+      void* const row_dst = static_cast<uint8_t*>(dst) + r * dst_pitch;
+      const void* const row_host = static_cast<const uint8_t*>(host) + r * host_pitch;
+      ahead ? upload_ahead(row_dst, row_host, width) : upload(row_dst, row_host, width);
+    }
+  }
 
   // Recorded steps (a GPU backend's CUDA graphs): begin_recorded_step() true means the ops the
   // caller queues next — one whole forward step — are recorded, not run; end_recorded_step()

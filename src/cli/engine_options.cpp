@@ -170,11 +170,12 @@ std::string format_expert_telemetry(const ExpertTelemetry& t) {
   if (t.device_slots > 0) {
     const uint64_t device = t.device_hits + t.device_misses;
     std::snprintf(text, sizeof text,
-                  "device tier: %lld slots, hit rate %.1f%%, %.1f MiB copied to the device, "
-                  "%llu next-layer guesses copied (%llu used)\n",
+                  "device tier: %lld slots, hit rate %.1f%%, %.1f MiB copied to the device in "
+                  "%llu copies, %llu next-layer guesses copied (%llu used)\n",
                   static_cast<long long>(t.device_slots),
                   device ? 100.0 * double(t.device_hits) / double(device) : 100.0,
                   double(t.device_bytes_copied) / 1048576.0,
+                  static_cast<unsigned long long>(t.device_copies),
                   static_cast<unsigned long long>(t.device_prefetched),
                   static_cast<unsigned long long>(t.device_prefetch_used));
     out += text;
@@ -215,6 +216,7 @@ void write_expert_outputs(const Model& model, const EngineArgs& args) {
                                {"device_hits", t.device_hits},
                                {"device_misses", t.device_misses},
                                {"device_bytes_copied", t.device_bytes_copied},
+                               {"device_copies", t.device_copies},
                                {"device_prefetched", t.device_prefetched},
                                {"device_prefetch_used", t.device_prefetch_used},
                                {"read_seconds", t.read_seconds},

@@ -16,6 +16,34 @@ uint64_t aligned(uint64_t bytes) {
   return (bytes + kPartAlign - 1) / kPartAlign * kPartAlign;
 }
 
+// Parts of one expert that go over as one copy (Backend::upload_rows): `rows` rows of `width`
+// bytes, `host_pitch` apart in host memory and `slot_pitch` apart in the slot.
+struct CopyRun {
+  const uint8_t* host = nullptr;
+  uint64_t offset = 0;  // in the slot
+  uint64_t width = 0, rows = 0, host_pitch = 0, slot_pitch = 0;
+
+  // Whether the part at `data`, `offset` in the slot, joins the run: lying as the slot lays
+  // it out after a run of one row (an expert-major sidecar: the host's padding between the parts
+  // lands in the slot's own), or as the next row (the GGUF's gate, up and down stacks: parts of
+  // one size, one stack's size apart).
+  bool extend(const uint8_t* data, uint64_t part_offset, uint64_t bytes) {
+    if (rows == 0) return false;
+    if (rows == 1 && data == host + (part_offset - offset)) {
+      width = part_offset - offset + bytes;
+      return true;
+    }
+    if (bytes != width) return false;
+    if (rows == 1 && data >= host + width) {
+      host_pitch = uint64_t(data - host), slot_pitch = part_offset - offset;
+    } else if (data != host + rows * host_pitch || part_offset != offset + rows * slot_pitch) {
+      return false;
+    }
+    ++rows;
+    return true;
+  }
+};
+
 }  // namespace
 
 uint64_t DeviceExpertSlots::slot_bytes(const ExpertLayout& layout) {
@@ -187,31 +215,25 @@ int64_t DeviceExpertSlots::take_slot(int64_t layer, int32_t id) {
 void DeviceExpertSlots::fill(int64_t layer, int64_t slot, const ExpertWeights& host, bool ahead) {
   const ExpertLayerLayout& l = layout_.layers[size_t(layer)];
   uint8_t* const base = arena_.data() + uint64_t(slot) * slot_bytes_;
-  // Parts that lie in host memory as the slot lays them out (an expert-major sidecar: gate, up
-  // and down back to back) go over in one copy: the bus moves one 2.5 MiB copy ~9% faster than
-  // three of 864 KiB (docs/BENCHMARKS.md). A run's copy includes the host's padding between its
-  // parts, which lands in the slot's own.
-  const uint8_t* run_host = nullptr;
-  uint64_t run_offset = 0, run_bytes = 0, offset = 0;
+  // As few copies as the parts' places in host memory allow: the bus moves one 2.5 MiB copy,
+  // contiguous or of rows, ~10% faster than three of 864 KiB (docs/BENCHMARKS.md).
+  CopyRun run;
   const auto copy_run = [&] {
-    if (run_bytes == 0) return;
-    if (ahead) {
-      backend_.upload_ahead(base + run_offset, run_host, run_bytes);
-    } else {
-      backend_.upload(base + run_offset, run_host, run_bytes);
-    }
-    counters_.bytes_copied += run_bytes;
-    run_bytes = 0;
+    if (run.rows == 0) return;
+    backend_.upload_rows(base + run.offset, run.slot_pitch, run.host, run.host_pitch, run.width,
+                         run.rows, ahead);
+    counters_.bytes_copied += run.width * run.rows;
+    ++counters_.copies;
   };
+  uint64_t offset = 0;
   for (size_t p = 0; p < kExpertParts; ++p) {
     const ExpertTensor& part = l.parts[p];
     if (!part.present()) continue;
     const auto* data = static_cast<const uint8_t*>(host.parts[p].data);
-    if (run_bytes == 0 || data != run_host + (offset - run_offset)) {
+    if (!run.extend(data, offset, part.expert_bytes)) {
       copy_run();
-      run_host = data, run_offset = offset;
+      run = CopyRun{data, offset, part.expert_bytes, 1};
     }
-    run_bytes = offset - run_offset + part.expert_bytes;
     offset += aligned(part.expert_bytes);
   }
   copy_run();

@@ -25,6 +25,7 @@ struct DeviceSlotCounters {
   uint64_t prefetched = 0;     // experts copied in ahead of need (prefetch)
   uint64_t prefetch_used = 0;  // of those, acquired before their slot was replaced
   uint64_t bytes_copied = 0;   // host → device
+  uint64_t copies = 0;         // host → device transfers (Backend::upload_rows calls)
 };
 
 class DeviceExpertSlots final : public ExpertSource {

@@ -367,6 +367,7 @@ ExpertTelemetry LoadedModel::expert_telemetry() const {
     t.device_hits = device->device_counters().hits;
     t.device_misses = device->device_counters().misses;
     t.device_bytes_copied = device->device_counters().bytes_copied;
+    t.device_copies = device->device_counters().copies;
     t.device_prefetched = device->device_counters().prefetched;
     t.device_prefetch_used = device->device_counters().prefetch_used;
   }

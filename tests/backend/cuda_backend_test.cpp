@@ -287,6 +287,32 @@ TEST_F(CudaBackendTest, CopyStridedRows) {
   expect_ulps(download<float>(dy, expected.size()), expected, 0, "copy_strided_rows");
 }
 
+// upload_rows: an expert's parts, each in its own stack of host memory, into one slot. From
+// pageable memory a copy per row; from a pinned range one 2D copy, on the main stream or the
+// side one (joined): each bit-equal to the CPU backend's per-row copies, the slot's gaps kept.
+TEST_F(CudaBackendTest, UploadRowsFromStacks) {
+  constexpr size_t kRows = 3, kExperts = 5, kWidth = 1000, kSlotPitch = 1024;  // floats
+  const auto host = uniform(kRows * kExperts * kWidth, -5.0f, 5.0f);
+  const size_t expert = 3, stack_bytes = kExperts * kWidth * sizeof(float);
+  std::vector<float> expected(kRows * kSlotPitch, 7.0f);
+  cpu_.upload_rows(expected.data(), kSlotPitch * sizeof(float), host.data() + expert * kWidth,
+                   stack_bytes, kWidth * sizeof(float), kRows, false);
+  for (const bool pinned : {false, true}) {
+    if (pinned) {
+      ASSERT_TRUE(gpu_->pin_host_memory(host.data(), host.size() * sizeof(float)));
+    }
+    for (const bool ahead : {false, true}) {
+      auto slot = on_device(std::vector<float>(expected.size(), 7.0f));
+      gpu_->upload_rows(slot->data(), kSlotPitch * sizeof(float), host.data() + expert * kWidth,
+                        stack_bytes, kWidth * sizeof(float), kRows, ahead);
+      gpu_->join_ahead();
+      expect_bits(fetch(*slot, expected.size()), expected,
+                  std::string("upload_rows") + (pinned ? " pinned" : "") + (ahead ? " ahead" : ""));
+    }
+  }
+  gpu_.reset();  // before `host`, which it page-locked, is freed
+}
+
 // softmax_rows: the polynomial exp bit equal, libm's expf on the tail (n % 8); the double sum
 // in another order: float(1 / sum) equal but for a near-tie. 1 ulp, or 2 with a tail.
 TEST_F(CudaBackendTest, SoftmaxRows) {

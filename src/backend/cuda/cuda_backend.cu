@@ -68,6 +68,7 @@ CudaBackend::CudaBackend(int device, bool cpu_rounding)
     : device_(select_device(device)), cpu_rounding_(cpu_rounding) {
   multiprocessors_ = multiprocessor_count();
   max_shared_bytes_ = max_shared_memory_per_block();
+  max_copy_pitch_ = max_copy_pitch();
   const char* graphs = std::getenv("SLUICE_CUDA_GRAPHS");
   graphs_enabled_ = graphs == nullptr || std::string(graphs) != "0";
 }
@@ -474,6 +475,24 @@ void CudaBackend::upload(void* dst, const void* host, size_t bytes) {
   } else if (attributes.type == cudaMemoryTypeHost) {
     stream_.synchronize();
   }
+}
+
+void CudaBackend::upload_rows(void* dst, size_t dst_pitch, const void* host, size_t host_pitch,
+                              size_t width, size_t rows, bool ahead) {
+  // Elsewhere than a pinned range upload's waits and staging apply, and a recorded step stages
+  // its uploads; CUDA refuses pitches over the device's limit (2 GiB: a DeepSeek-sized stack):
+  // a copy per row.
+  const size_t span = rows == 0 ? 0 : (rows - 1) * host_pitch + width;
+  if (rows < 2 || graph_.recording() || std::max(host_pitch, dst_pitch) > max_copy_pitch_ ||
+      !inside_one_range(pinned_ranges_, host, span)) {
+    return Backend::upload_rows(dst, dst_pitch, host, host_pitch, width, rows, ahead);
+  }
+  if (ahead) {
+    return copy_rows_to_device(dst, dst_pitch, host, host_pitch, width, rows,
+                               started_ahead_stream());
+  }
+  graph_.replayed(OpSignature(OpKind::kUpload).add(dst).add(uint64_t(width * rows)));
+  copy_rows_to_device(dst, dst_pitch, host, host_pitch, width, rows, stream_);
 }
 
 void CudaBackend::download(void* host, const void* src, size_t bytes) {

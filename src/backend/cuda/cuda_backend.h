@@ -166,6 +166,10 @@ class CudaBackend final : public Backend {
   // step (one stream) upload_ahead is an upload.
   void upload_ahead(void* dst, const void* host, size_t bytes) override;
   void join_ahead() override;
+  // From a pinned range (pin_host_memory), outside a recorded step: one cudaMemcpy2DAsync on
+  // the stream upload or upload_ahead would use. Otherwise a copy per row.
+  void upload_rows(void* dst, size_t dst_pitch, const void* host, size_t host_pitch, size_t width,
+                   size_t rows, bool ahead) override;
   // Waits until every op queued so far has run; throws the first error any of them hit. Inside
   // a recorded step nothing has run yet: throws.
   void synchronize() override;
@@ -190,6 +194,9 @@ class CudaBackend final : public Backend {
   uint64_t mirrored_bytes() const { return mirror_.mirrored_bytes(); }
 
  private:
+  // The side stream of upload_ahead, set to start after every op queued so far on the main one
+  // and to be joined by join_ahead.
+  const Stream& started_ahead_stream();
   // The step graph's check of gather_rows / scatter_rows (their host list is in the signature).
   bool replayed_row_move(OpKind kind, const float* src, const int32_t* rows, int64_t n,
                          int64_t n_cols, float* dst);
@@ -217,6 +224,7 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   int multiprocessors_ = 1;
   size_t max_shared_bytes_ = 0;
+  size_t max_copy_pitch_ = 0;  // cudaMemcpy2DAsync's limit on a pitch
   Stream stream_;
   DeviceBuffer attention_scratch_;   // split-K partial results
   DeviceBuffer gelu_f16_table_;      // [65536] halves, uploaded on first use of kGeluTanhF16

@@ -9,10 +9,14 @@ namespace sluice::cuda {
 void CudaBackend::upload_ahead(void* dst, const void* host, size_t bytes) {
   if (bytes == 0) return;
   if (graph_.recording()) return upload(dst, host, bytes);
+  copy_to_device(dst, host, bytes, started_ahead_stream());
+}
+
+const Stream& CudaBackend::started_ahead_stream() {
   ahead_start_.record(stream_);
   ahead_start_.wait_on(ahead_stream_);
-  copy_to_device(dst, host, bytes, ahead_stream_);
   ahead_pending_ = true;
+  return ahead_stream_;
 }
 
 void CudaBackend::join_ahead() {

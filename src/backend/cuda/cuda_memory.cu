@@ -123,6 +123,13 @@ void copy_on_device(void* device_dst, const void* device_src, size_t bytes, cons
         "copy on device");
 }
 
+void copy_rows_to_device(void* device_dst, size_t dst_pitch, const void* host_src, size_t src_pitch,
+                         size_t row_bytes, size_t n_rows, const Stream& stream) {
+  check(cudaMemcpy2DAsync(device_dst, dst_pitch, host_src, src_pitch, row_bytes, n_rows,
+                          cudaMemcpyHostToDevice, as_stream(stream.handle())),
+        "copy rows to device");
+}
+
 void copy_rows_on_device(void* device_dst, size_t dst_pitch, const void* device_src,
                          size_t src_pitch, size_t row_bytes, size_t n_rows, const Stream& stream) {
   check(cudaMemcpy2DAsync(device_dst, dst_pitch, device_src, src_pitch, row_bytes, n_rows,
@@ -141,6 +148,14 @@ int multiprocessor_count() {
   check(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device),
         "multiprocessor count");
   return count;
+}
+
+size_t max_copy_pitch() {
+  int device = 0;
+  int pitch = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, device), "maximum pitch");
+  return size_t(pitch);
 }
 
 size_t max_shared_memory_per_block() {

@@ -95,15 +95,19 @@ class PinnedBuffer {
 void copy_to_device(void* device_dst, const void* host_src, size_t bytes, const Stream& stream);
 void copy_to_host(void* host_dst, const void* device_src, size_t bytes, const Stream& stream);
 void copy_on_device(void* device_dst, const void* device_src, size_t bytes, const Stream& stream);
-// n_rows rows of row_bytes, each at its own pitch (cudaMemcpy2DAsync).
+// n_rows rows of row_bytes, each at its own pitch (cudaMemcpy2DAsync): host -> device, within
+// the device.
+void copy_rows_to_device(void* device_dst, size_t dst_pitch, const void* host_src, size_t src_pitch,
+                         size_t row_bytes, size_t n_rows, const Stream& stream);
 void copy_rows_on_device(void* device_dst, size_t dst_pitch, const void* device_src,
                          size_t src_pitch, size_t row_bytes, size_t n_rows, const Stream& stream);
 // Sets `bytes` bytes to `value` (0xff makes every float a NaN: the tests' poison).
 void fill_bytes(void* device_dst, uint8_t value, size_t bytes, const Stream& stream);
 
-// Multiprocessor count and the largest dynamic shared memory a block may opt in to, of the
-// current device.
+// Multiprocessor count, the largest dynamic shared memory a block may opt in to and the largest
+// pitch of a copy of rows, of the current device.
 int multiprocessor_count();
 size_t max_shared_memory_per_block();
+size_t max_copy_pitch();
 
 }  // namespace sluice::cuda

@@ -88,6 +88,30 @@ class DeviceSlotsTest : public ::testing::Test {
     }
   }
 
+  // Downs as large as the gates, stacked as in a GGUF: per layer the gate stack, then the down
+  // stack (expert e's down one stack after its gate).
+  void make_equal_parts() {
+    down_bytes_ = kGateBytes;
+    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    for (int l = 0; l < 2; ++l) {
+      for (int value_offset : {0, 20}) {
+        for (int e = 0; e < kExperts; ++e) {
+          const std::vector<char> data(kGateBytes, char(40 * l + e + value_offset));
+          out.write(data.data(), std::streamsize(data.size()));
+        }
+      }
+    }
+    out.close();
+    layout_.files.assign(1, std::make_shared<File>(File::open(path_)));
+    for (int l = 0; l < 2; ++l) {
+      ExpertTensor& gate = layout_.layers[size_t(l)].parts[size_t(ExpertPart::kGate)];
+      ExpertTensor& down = layout_.layers[size_t(l)].parts[size_t(ExpertPart::kDown)];
+      gate.offset = uint64_t(l) * 2 * kExperts * kGateBytes;
+      down.offset = gate.offset + kExperts * kGateBytes;
+      down.expert_stride = down.expert_bytes = kGateBytes;
+    }
+  }
+
   // Acquires `ids` of `layer` as one token's choice and checks every byte of their views.
   void use(DeviceExpertSlots& slots, int64_t layer, std::vector<int32_t> ids) {
     slots.acquire(layer, ids);
@@ -97,13 +121,14 @@ class DeviceSlotsTest : public ::testing::Test {
       const auto* down = static_cast<const char*>(w.part(ExpertPart::kDown).data);
       ASSERT_EQ(down - gate, 1024);  // the gate's 1000 bytes rounded up to 256
       for (uint64_t i = 0; i < kGateBytes; ++i) ASSERT_EQ(gate[i], char(40 * layer + id));
-      for (uint64_t i = 0; i < kDownBytes; ++i) ASSERT_EQ(down[i], char(40 * layer + id + 20));
+      for (uint64_t i = 0; i < down_bytes_; ++i) ASSERT_EQ(down[i], char(40 * layer + id + 20));
     }
     slots.release(layer);
   }
 
   std::string path_;
   ExpertLayout layout_;
+  uint64_t down_bytes_ = kDownBytes;
   cpu::CpuBackend device_{nullptr};
 };
 
@@ -133,6 +158,25 @@ TEST_F(DeviceSlotsTest, AnExpertWhosePartsLieAsInTheSlotIsOneCopy) {
   use(slots, 1, {5});
   EXPECT_EQ(slots.device_counters().misses, 3u);
   EXPECT_EQ(slots.device_counters().bytes_copied, 3 * (1024 + kDownBytes));
+  EXPECT_EQ(slots.device_counters().copies, 3u);
+}
+
+// Parts of one size, each in its own stack, go over as one copy of rows (the GGUF's layout):
+// views byte-exact, no padding copied. Parts of different sizes are a copy each.
+TEST_F(DeviceSlotsTest, AnExpertsPartsOfOneSizeInTheirStacksAreOneCopyOfRows) {
+  {
+    DeviceExpertSlots slots(std::make_unique<ResidentExperts>(layout_), layout_, device_, 3);
+    use(slots, 0, {1, 2});
+    EXPECT_EQ(slots.device_counters().copies, 4u);  // gate 1000 bytes, down 600: a copy each
+  }
+  make_equal_parts();
+  DeviceExpertSlots slots(std::make_unique<ResidentExperts>(layout_), layout_, device_, 3);
+  use(slots, 0, {1, 2});
+  use(slots, 1, {5});
+  use(slots, 0, {2, 5});
+  EXPECT_EQ(slots.device_counters().misses, 4u);
+  EXPECT_EQ(slots.device_counters().copies, 4u);
+  EXPECT_EQ(slots.device_counters().bytes_copied, 4 * 2 * kGateBytes);
 }
 
 TEST_F(DeviceSlotsTest, AnAcquireKeepsWhatItPinnedAndIsBoundedByTheSlots) {
