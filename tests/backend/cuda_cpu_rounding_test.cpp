@@ -1,6 +1,7 @@
 // CudaBackend with CPU rounding (cuda_backend.h cpu_rounding) against the CPU backend: F16
-// attention in the CPU's order of operations (cuda_attention_cpu_order.cu) and prefill products
-// on the decode kernels. Skips without a CUDA device.
+// attention in the CPU's order of operations (cuda_attention_cpu_order.cu), prefill products
+// on the decode kernels, and the 32-element types' products in the CPU kernels' float order
+// (quant_int8_cpu_order.cuh). Skips without a CUDA device.
 #ifdef SLUICE_HAVE_CUDA
 
 #include <gtest/gtest.h>
@@ -10,11 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cpu_order.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda_attention_case.h"
 #include "core/half.h"
 #include "quant/qtype.h"
 #include "quant/quantize.h"
+#include "quant_test_data.h"
 
 namespace sluice::test {
 namespace {
@@ -83,9 +86,9 @@ TEST_F(CudaCpuRoundingTest, TiledPathMatchesTheCpu) {
   attend({"prefill 70, sinks", KvElement::kF16, 4, 2, 64, 64, 70, 5, 128, 0, 0.0f, true});
 }
 
-// A 100-token product runs as decode launches of 8 tokens: bit-equal to 8-token calls of the
-// default backend, whatever the chunk (the decode kernels' results do not depend on it).
-TEST_F(CudaCpuRoundingTest, ProductsOfLongChunksAreDecodeProducts) {
+// A 100-token Q4_K product runs as decode launches of 8 tokens in the order of the CPU's tiled
+// matmul (the CPU's path for 8 tokens or more): bit-equal to the CPU backend's whole product.
+TEST_F(CudaCpuRoundingTest, ProductsOfLongChunksAreTheCpus) {
   const int64_t n_rows = 96, n_cols = 512, n_tokens = 100;
   const auto w = uniform(size_t(n_rows * n_cols), -1.0f, 1.0f);
   const int64_t row_size = int64_t(*row_bytes(QType::Q4_K, uint64_t(n_cols)));
@@ -95,20 +98,90 @@ TEST_F(CudaCpuRoundingTest, ProductsOfLongChunksAreDecodeProducts) {
   }
   const auto x = uniform(size_t(n_tokens * n_cols), -2.0f, 2.0f);
   const MatrixView view{QType::Q4_K, q4k.data(), n_cols, n_rows};
+  std::vector<float> expected(size_t(n_tokens * n_rows));
+  cpu_.matmul(view, x.data(), expected.data(), n_tokens);
   auto dx = upload(x);
-  auto rounded = poisoned(size_t(n_tokens * n_rows) * sizeof(float));
-  gpu_->matmul(view, dx.as<float>(), rounded.as<float>(), n_tokens);
-  cuda::CudaBackend plain(0);
-  auto by_eight = poisoned(size_t(n_tokens * n_rows) * sizeof(float));
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
-    plain.matmul(view, dx.as<float>() + t0 * n_cols, by_eight.as<float>() + t0 * n_rows,
-                 std::min<int64_t>(8, n_tokens - t0));
+  auto y = poisoned(expected.size() * sizeof(float));
+  gpu_->matmul(view, dx.as<float>(), y.as<float>(), n_tokens);
+  expect_bits(download<float>(y, expected.size()), expected, "Q4_K, 100 tokens");
+}
+
+// The 32-element types' products in the float order of the CPU backend's kernels for this host
+// (AVX-512 or AVX2): every output bit-equal to the CPU backend's, the activations quantized by
+// both as the CPU does; block counts odd and even, in one staged chunk of 32 blocks and across
+// two, for one token and three. Hosts whose CPU kernels are scalar skip (not replayed).
+TEST_F(CudaCpuRoundingTest, BlockProductsAreTheCpusBitForBit) {
+  if (cuda::host_cpu_order() == cuda::CpuOrder::kNone) {
+    GTEST_SKIP() << "the CPU backend runs scalar kernels here; only AVX2 / AVX-512 are replayed";
   }
-  plain.synchronize();
-  const auto a = download<float>(rounded, size_t(n_tokens * n_rows));
-  const auto b = download<float>(by_eight, size_t(n_tokens * n_rows));
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(ulp_distance(a[i], b[i]), 0) << "element " << i << ", " << where();
+  const int64_t n_rows = 37;
+  std::vector<std::vector<uint8_t>> kept;  // the device mirrors weights by address: no reuse
+  for (QType type : {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1, QType::IQ4_NL,
+                     QType::MXFP4}) {
+    for (int64_t n_cols : {96, 1088, 1120}) {
+      for (int64_t n_tokens : {1, 3}) {
+        kept.push_back(random_weight_rows(type, n_rows, n_cols, rng_));
+        const MatrixView view{type, kept.back().data(), n_cols, n_rows};
+        const auto x = uniform(size_t(n_tokens * n_cols), -2.0f, 2.0f);
+        std::vector<float> expected(size_t(n_tokens * n_rows));
+        cpu_.matmul(view, x.data(), expected.data(), n_tokens);
+        auto dx = upload(x);
+        auto dy = poisoned(expected.size() * sizeof(float));
+        gpu_->matmul(view, dx.as<float>(), dy.as<float>(), n_tokens);
+        expect_bits(download<float>(dy, expected.size()), expected,
+                    std::string(qtype_name(type)) + " " + std::to_string(n_cols) + " columns, " +
+                        std::to_string(n_tokens) + " tokens");
+      }
+    }
+  }
+}
+
+// Q4_K, Q5_K and Q6_K in the float order of the CPU's AVX-512 kernels (the only K kernels of
+// their own there), and from 8 tokens on in that of its tiled matmul: bit-equal to the CPU
+// backend's, one super-block and several; 1 and 3 tokens (dot products), 8 and 20 (tiled).
+TEST_F(CudaCpuRoundingTest, KProductsAreTheCpusBitForBitOnAvx512) {
+  if (cuda::host_cpu_order() != cuda::CpuOrder::kAvx512) {
+    GTEST_SKIP() << "the CPU's K-quant order is replayed for its AVX-512 kernels only";
+  }
+  const int64_t n_rows = 37;
+  std::vector<std::vector<uint8_t>> kept;  // the device mirrors weights by address: no reuse
+  for (QType type : {QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
+    for (int64_t n_cols : {256, 1536}) {
+      for (int64_t n_tokens : {1, 3, 8, 20}) {
+        kept.push_back(random_weight_rows(type, n_rows, n_cols, rng_));
+        const MatrixView view{type, kept.back().data(), n_cols, n_rows};
+        const auto x = uniform(size_t(n_tokens * n_cols), -2.0f, 2.0f);
+        std::vector<float> expected(size_t(n_tokens * n_rows));
+        cpu_.matmul(view, x.data(), expected.data(), n_tokens);
+        auto dx = upload(x);
+        auto dy = poisoned(expected.size() * sizeof(float));
+        gpu_->matmul(view, dx.as<float>(), dy.as<float>(), n_tokens);
+        expect_bits(download<float>(dy, expected.size()), expected,
+                    std::string(qtype_name(type)) + " " + std::to_string(n_cols) + " columns, " +
+                        std::to_string(n_tokens) + " tokens");
+      }
+    }
+  }
+}
+
+// RoPE turns by the CPU's own angles (glibc's cosf / sinf, cuda_rope_angles.h): bit-equal to
+// the CPU backend's, at early positions and across the table's growth past 4096 positions.
+TEST_F(CudaCpuRoundingTest, RopeIsTheCpusBitForBit) {
+  const int64_t n_tokens = 40, n_head = 3, head_dim = 64;
+  for (const RopeStyle style : {RopeStyle::kNormal, RopeStyle::kNeox}) {
+    for (const int64_t pos0 : {int64_t(0), int64_t(100), int64_t(4090)}) {
+      RopeConfig config;
+      config.style = style;
+      config.n_rot = head_dim;
+      config.freq_base = style == RopeStyle::kNormal ? 10000.0f : 1000000.0f;
+      const auto x = uniform(size_t(n_tokens * n_head * head_dim), -3.0f, 3.0f);
+      std::vector<float> expected = x;
+      cpu_.rope(expected.data(), n_tokens, n_head, head_dim, pos0, config);
+      auto dx = upload(x);
+      gpu_->rope(dx.as<float>(), n_tokens, n_head, head_dim, pos0, config);
+      expect_bits(download<float>(dx, x.size()), expected,
+                  "rope from position " + std::to_string(pos0));
+    }
   }
 }
 

@@ -42,6 +42,7 @@
 #include "quant_test_data.h"
 
 #ifdef SLUICE_HAVE_CUDA
+#include "backend/cpu/activation_quantize.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_memory.h"
 #include "backend/cuda/quant_matmul.h"
@@ -114,7 +115,8 @@ bool decodes_with_int8(QType type) {
   return type != QType::F32 && type != QType::F16 && type != QType::BF16;
 }
 
-// One token's activations quantized as the CPU does and their dequantized values.
+// One token's activations quantized as the CPU backend does (Q8_0 / Q8_1 with ggml's x86
+// arithmetic, backend/cpu/activation_quantize.h) and their dequantized values.
 struct QuantizedActivations {
   std::vector<uint8_t> blocks;
   std::vector<float> values;  // [n_cols]
@@ -123,7 +125,7 @@ QuantizedActivations quantize_activations(QType weight_type, const float* x, int
   const QType type = *activation_type_for(weight_type);
   QuantizedActivations out;
   out.blocks.resize(*row_bytes(type, uint64_t(n_cols)));
-  quantize_row(type, x, out.blocks.data(), n_cols);
+  cpu::activation_quantizer(type)(x, out.blocks.data(), n_cols);
   out.values.resize(size_t(n_cols));
   dequantize_row(type, out.blocks.data(), out.values.data(), n_cols);
   return out;

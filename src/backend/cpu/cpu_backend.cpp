@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numbers>
 
 #include "backend/cpu/activation_quantize.h"
+#include "backend/cpu/rope_angles.h"
 #include "backend/cpu/silu.h"
 #include "backend/cpu/softmax.h"
 #include "backend/cpu/tiled_kquant.h"
@@ -161,65 +161,18 @@ void CpuBackend::rms_norm_row(const float* x, const float* weight, float* y, int
   }
 }
 
-namespace {
-
-// ggml_rope_yarn_corr_dims: the first and last dimension pair YaRN ramps between — the pairs
-// that turn beta_fast resp. beta_slow times over the original context.
-void yarn_corr_dims(int64_t n_rot, const RopeConfig& c, float dims[2]) {
-  const auto corr_dim = [&](float beta) {
-    return float(n_rot) *
-           std::log(float(c.n_ctx_orig) / (beta * 2.0f * std::numbers::pi_v<float>)) /
-           (2.0f * std::log(c.freq_base));
-  };
-  dims[0] = std::max(0.0f, std::floor(corr_dim(c.beta_fast)));
-  dims[1] = std::min(float(n_rot - 1), std::ceil(corr_dim(c.beta_slow)));
-}
-
-// ggml's rope_yarn for pair i: the interpolated angle, blended toward the original one below
-// the ramp, and the magnitude scale, as its build computes them (a*b + c*d fused on a*b).
-void yarn_angle(float theta_extrap, int64_t i, const RopeConfig& c, const float dims[2],
-                float* angle, float* mscale) {
-  const float theta_interp = c.freq_scale * theta_extrap;
-  *angle = theta_interp;
-  *mscale = c.attn_factor;
-  if (c.ext_factor == 0.0f) return;
-  const float y = (float(i) - dims[0]) / std::max(0.001f, dims[1] - dims[0]);
-  const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * c.ext_factor;
-  *angle = std::fma(theta_interp, 1.0f - ramp_mix, theta_extrap * ramp_mix);
-  *mscale *= std::fma(0.1f, std::log(1.0f / c.freq_scale), 1.0f);
-}
-
-}  // namespace
-
 void CpuBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
                       const RopeConfig& config) {
   if (config.style == RopeStyle::kNone || config.n_rot == 0) return;
   const int64_t n_rot = config.n_rot;
-  const float theta_scale = std::pow(config.freq_base, -2.0f / float(n_rot));
-  constexpr int64_t kMaxRot = 1024;
-  if (n_rot > kMaxRot || n_rot > head_dim || n_rot % 2 != 0) fail("rope: bad n_rot ", n_rot);
-  float dims[2] = {0.0f, 0.0f};
-  if (config.ext_factor != 0.0f) {
-    if (config.n_ctx_orig <= 0) fail("rope: YaRN needs the original context length");
-    yarn_corr_dims(n_rot, config, dims);
-  }
+  if (n_rot > head_dim) fail("rope: bad n_rot ", n_rot);
+  const RopeAngleConstants constants = rope_angle_constants(config);
   // Tokens are independent: each thread rotates its own with its own angle caches.
   parallel(n_tokens, row_chunk(n_tokens), [&](int64_t t_lo, int64_t t_hi) {
-    float cos_cache[kMaxRot / 2];
-    float sin_cache[kMaxRot / 2];
+    float cos_cache[kMaxRopeRot / 2];
+    float sin_cache[kMaxRopeRot / 2];
     for (int64_t t = t_lo; t < t_hi; ++t) {
-      // theta_i = pos * base^(-2i/n_rot), advanced by multiplication as ggml does.
-      float theta = float(pos0 + t);
-      for (int64_t i = 0; i < n_rot / 2; ++i) {
-        const float factor = config.freq_factors != nullptr ? config.freq_factors[i] : 1.0f;
-        float angle = 0.0f;
-        float mscale = 1.0f;
-        yarn_angle(theta / factor, i, config, dims, &angle, &mscale);
-        // mscale is exactly 1 without YaRN or an attention factor: the products change nothing.
-        cos_cache[i] = std::cos(angle) * mscale;
-        sin_cache[i] = std::sin(angle) * mscale;
-        theta *= theta_scale;
-      }
+      rope_angles(config, constants, pos0 + t, cos_cache, sin_cache);
       for (int64_t h = 0; h < n_head; ++h) {
         float* v = x + (t * n_head + h) * head_dim;
         const int64_t half = n_rot / 2;

@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kThreads) attention_inputs_kernel(InputsParams
 }  // namespace
 
 void launch_attention_inputs(const AttentionInputs& in, const int64_t* pos0_slot,
-                             cudaStream_t stream) {
+                             const float* cpu_angles, cudaStream_t stream) {
   const KvLayerView& kv = in.kv;
   if (in.n_tokens <= 0) return;
   if (kv.capacity <= 0 || in.pos0 < 0) {
@@ -118,7 +118,7 @@ void launch_attention_inputs(const AttentionInputs& in, const int64_t* pos0_slot
                  in.k_norm,
                  in.norm_eps,
                  kv,
-                 rope_constants(in.n_head, kv.head_dim_k, in.pos0, pos0_slot, in.rope)};
+                 rope_constants(in.n_head, kv.head_dim_k, in.pos0, pos0_slot, in.rope, cpu_angles)};
   const dim3 grid(unsigned(in.n_tokens), unsigned(in.n_head + 2 * kv.n_head_kv));
   check(launch_chained(attention_inputs_kernel, grid, dim3(kThreads), 0, stream, p),
         "attention_inputs kernel");

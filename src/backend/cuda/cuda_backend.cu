@@ -65,7 +65,9 @@ bool inside_one_range(const std::map<uintptr_t, uintptr_t>& ranges, const void* 
 }  // namespace
 
 CudaBackend::CudaBackend(int device, bool cpu_rounding)
-    : device_(select_device(device)), cpu_rounding_(cpu_rounding) {
+    : device_(select_device(device)),
+      cpu_rounding_(cpu_rounding),
+      cpu_order_(cpu_rounding ? host_cpu_order() : CpuOrder::kNone) {
   multiprocessors_ = multiprocessor_count();
   max_shared_bytes_ = max_shared_memory_per_block();
   max_copy_pitch_ = max_copy_pitch();
@@ -125,9 +127,9 @@ void CudaBackend::matmul(const MatrixView& w, const float* x, float* y, int64_t 
   const void* weights = mirror_.resolve(w.data, matrix_bytes(w));
   std::string error;
   const bool ok = xq ? matmul_quantized(w.type, weights, w.n_rows, w.n_cols, xq, y, n_tokens,
-                                        stream_.handle(), &error)
+                                        stream_.handle(), &error, cpu_order_)
                      : cuda::matmul(w.type, weights, w.n_rows, w.n_cols, x, y, n_tokens,
-                                    stream_.handle(), &error, cpu_rounding_);
+                                    stream_.handle(), &error, cpu_rounding_, cpu_order_);
   if (!ok) fail(error);
 }
 
@@ -217,7 +219,7 @@ void CudaBackend::matmul_shared_input(const MatrixView* ws, float* const* ys, si
           std::none_of(ws + j + 1, ws + n, [&](const MatrixView& w) { return w.type == type; });
       if (count < kBatch && !last) continue;
       if (!matmul_quantized_many(type, batch_w, batch_rows, count, ws[i].n_cols, activations,
-                                 batch_y, n_tokens, stream_.handle(), &error)) {
+                                 batch_y, n_tokens, stream_.handle(), &error, cpu_order_)) {
         fail(error);
       }
       count = 0;
@@ -276,6 +278,7 @@ void CudaBackend::post_norm_add_rms_norm(float* x, float* branch, const float* p
 
 void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
                        const RopeConfig& config) {
+  const float* angles = cpu_rope_angles(config, pos0 + n_tokens);
   OpSignature op(OpKind::kRope);
   const bool replayed =
       graph_.replayed(op.add(x).add(n_tokens).add(n_head).add(head_dim).add(config));
@@ -283,7 +286,18 @@ void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_
   if (replayed) return;
   RopeConfig on_device = config;
   on_device.freq_factors = mirror_.resolve(config.freq_factors, count_or_zero(config.n_rot / 2));
-  launch_rope(x, n_tokens, n_head, head_dim, pos0, slot, on_device, as_stream(stream_.handle()));
+  launch_rope(x, n_tokens, n_head, head_dim, pos0, slot, on_device, angles,
+              as_stream(stream_.handle()));
+}
+
+const float* CudaBackend::cpu_rope_angles(const RopeConfig& config, int64_t end) {
+  if (!cpu_rounding_ || config.style == RopeStyle::kNone || config.n_rot == 0) return nullptr;
+  if (const float* table = rope_angles_.find(config, end)) return table;
+  // Growing waits for the stream, which a recording cannot: the caller runs the step again
+  // unrecorded (backend.h).
+  if (graph_.recording()) fail("cuda: the CPU's RoPE angles grow, not inside a recorded step");
+  graph_.drop();  // a held recording reads the table being replaced
+  return rope_angles_.grow(config, end);
 }
 
 void CudaBackend::kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,
@@ -297,6 +311,7 @@ void CudaBackend::kv_store(const KvLayerView& kv, const float* k, const float* v
 }
 
 void CudaBackend::attention_inputs(const AttentionInputs& in) {
+  const float* angles = cpu_rope_angles(in.rope, in.pos0 + in.n_tokens);
   OpSignature op(OpKind::kAttentionInputs);
   op.add(in.q).add(in.k).add(in.v).add(in.n_tokens).add(in.n_head).add(in.q_norm).add(in.k_norm);
   const bool replayed = graph_.replayed(op.add(in.norm_eps).add(in.rope).add(in.kv));
@@ -308,7 +323,7 @@ void CudaBackend::attention_inputs(const AttentionInputs& in) {
   on_device.k_norm = mirror_.resolve(in.k_norm, count_or_zero(in.kv.head_dim_k));
   on_device.rope.freq_factors =
       mirror_.resolve(in.rope.freq_factors, count_or_zero(in.rope.n_rot / 2));
-  launch_attention_inputs(on_device, slot, as_stream(stream_.handle()));
+  launch_attention_inputs(on_device, slot, angles, as_stream(stream_.handle()));
 }
 
 // Decode-sized calls take their position from the step's parameter table and are recorded with
@@ -374,7 +389,7 @@ void CudaBackend::glu_matmul(const MatrixView& w, GluActivation act, float* gate
   if (!glu_quantize_activations(w.type, act, gate, up, w.n_cols, n_tokens, table, activations,
                                 stream_.handle(), &error) ||
       !matmul_quantized(w.type, weights, w.n_rows, w.n_cols, activations, y, n_tokens,
-                        stream_.handle(), &error)) {
+                        stream_.handle(), &error, cpu_order_)) {
     fail(error);
   }
 }

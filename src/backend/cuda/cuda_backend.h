@@ -30,7 +30,9 @@
 #include <unordered_set>
 
 #include "backend/backend.h"
+#include "backend/cuda/cpu_order.h"
 #include "backend/cuda/cuda_memory.h"
+#include "backend/cuda/cuda_rope_angles.h"
 #include "backend/cuda/cuda_step_graph.h"
 #include "backend/cuda/cuda_weight_mirror.h"
 #include "backend/cuda/output_quantize_plan.h"
@@ -197,6 +199,9 @@ class CudaBackend final : public Backend {
   // The side stream of upload_ahead, set to start after every op queued so far on the main one
   // and to be joined by join_ahead.
   const Stream& started_ahead_stream();
+  // Under cpu_rounding_, the CPU's RoPE angles of `config` for positions below `end`
+  // (cuda_rope_angles.h); nullptr otherwise.
+  const float* cpu_rope_angles(const RopeConfig& config, int64_t end);
   // The step graph's check of gather_rows / scatter_rows (their host list is in the signature).
   bool replayed_row_move(OpKind kind, const float* src, const int32_t* rows, int64_t n,
                          int64_t n_cols, float* dst);
@@ -241,6 +246,8 @@ class CudaBackend final : public Backend {
   uint64_t quantized_outputs_ = 0;   // ops that did
   bool graphs_enabled_ = true;
   bool cpu_rounding_ = false;
+  CpuOrder cpu_order_ = CpuOrder::kNone;          // the products' order under cpu_rounding_
+  CpuRopeAngles rope_angles_{stream_};            // the CPU's RoPE angles under cpu_rounding_
   std::map<uintptr_t, uintptr_t> pinned_ranges_;  // pin_host_memory's ranges: begin → end
   std::map<uintptr_t, uintptr_t> output_ranges_;  // pin_host_output's ranges: begin → end
   std::unordered_set<void*> allocations_;  // what allocate() gave and deallocate() did not take

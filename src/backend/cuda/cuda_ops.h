@@ -40,13 +40,15 @@ void launch_post_norm_add_rms_norm(float* x, float* branch, const float* post_we
 // when it is not nullptr; `pos0` is then only checked on the host.
 
 // cuda_rope.cu
+// cpu_angles: the CPU's angle table (cuda_rope_angles.h), or nullptr to compute them.
 void launch_rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
-                 const int64_t* pos0_slot, const RopeConfig& config, cudaStream_t stream);
+                 const int64_t* pos0_slot, const RopeConfig& config, const float* cpu_angles,
+                 cudaStream_t stream);
 
 // cuda_attention_inputs.cu: Backend::attention_inputs in one launch (norm weights, freq_factors
 // and cells device pointers); the position from pos0_slot where not nullptr.
 void launch_attention_inputs(const AttentionInputs& in, const int64_t* pos0_slot,
-                             cudaStream_t stream);
+                             const float* cpu_angles, cudaStream_t stream);
 
 // cuda_attention.cu. `scratch` holds the split-K partial results (grown as needed).
 void launch_kv_store(const KvLayerView& kv, const float* k, const float* v, int64_t n_tokens,

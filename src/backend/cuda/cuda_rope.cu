@@ -52,8 +52,10 @@ void yarn_corr_dims(int64_t n_rot, const RopeConfig& c, float dims[2]) {
 }  // namespace
 
 RopeConstants rope_constants(int64_t n_head, int64_t head_dim, int64_t pos0,
-                             const int64_t* pos0_slot, const RopeConfig& config) {
+                             const int64_t* pos0_slot, const RopeConfig& config,
+                             const float* cpu_angles) {
   RopeConstants c;
+  c.cpu_angles = cpu_angles;
   c.n_head = n_head;
   c.head_dim = head_dim;
   c.pos0 = pos0;
@@ -81,10 +83,11 @@ RopeConstants rope_constants(int64_t n_head, int64_t head_dim, int64_t pos0,
 }
 
 void launch_rope(float* x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t pos0,
-                 const int64_t* pos0_slot, const RopeConfig& config, cudaStream_t stream) {
+                 const int64_t* pos0_slot, const RopeConfig& config, const float* cpu_angles,
+                 cudaStream_t stream) {
   if (config.style == RopeStyle::kNone || config.n_rot == 0 || n_tokens <= 0) return;
   if (n_tokens > int64_t(0x7fffffff)) fail("rope: ", n_tokens, " tokens are too many");
-  const RopeConstants c = rope_constants(n_head, head_dim, pos0, pos0_slot, config);
+  const RopeConstants c = rope_constants(n_head, head_dim, pos0, pos0_slot, config, cpu_angles);
   rope_kernel<<<unsigned(n_tokens), kThreads, 0, stream>>>(x, c);
   check_launch("rope kernel");
 }

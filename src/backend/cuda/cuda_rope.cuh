@@ -31,12 +31,16 @@ struct RopeConstants {
   float corr_low = 0.0f;    // YaRN's dims[0]
   float ramp_width = 1.0f;  // max(0.001, dims[1] - dims[0])
   float mscale = 1.0f;
+  // --cpu-rounding: the CPU's angles, [position][n_rot / 2] (cos, sin) (cuda_rope_angles.h),
+  // read instead of computed; nullptr: computed.
+  const float* cpu_angles = nullptr;
 };
 
 // The constants of a call (host libm, as the CPU backend computes them); fails on a bad n_rot.
 // config.freq_factors must already be a device pointer. n_rot 0: nothing rotates.
 RopeConstants rope_constants(int64_t n_head, int64_t head_dim, int64_t pos0,
-                             const int64_t* pos0_slot, const RopeConfig& config);
+                             const int64_t* pos0_slot, const RopeConfig& config,
+                             const float* cpu_angles);
 
 __device__ __forceinline__ int64_t rope_position(const RopeConstants& c) {
   return c.pos0_slot != nullptr ? *c.pos0_slot : c.pos0;
@@ -45,6 +49,11 @@ __device__ __forceinline__ int64_t rope_position(const RopeConstants& c) {
 // cos and sin of pair i at position pos.
 __device__ __forceinline__ void rope_cos_sin(const RopeConstants& c, int64_t pos, int64_t i,
                                              float* cos_out, float* sin_out) {
+  if (c.cpu_angles != nullptr) {
+    const float* angle = c.cpu_angles + (pos * (c.n_rot / 2) + i) * 2;
+    *cos_out = angle[0], *sin_out = angle[1];
+    return;
+  }
   float theta = float(pos);
   for (int64_t k = 0; k < i; ++k) theta = __fmul_rn(theta, c.theta_scale);
   const float factor = c.freq_factors != nullptr ? c.freq_factors[i] : 1.0f;

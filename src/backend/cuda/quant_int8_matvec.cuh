@@ -142,10 +142,12 @@ __global__ void __launch_bounds__(32 * kQuantizeWarps)
   store_q8_k_block(v, lane, block, q);
 }
 
-// One warp per 32-element block, one element per lane. Mirrors quantize_row_q8_0:
-// d = absmax / 127, id = 1 / d (0 for an all-zero block), q = roundf(x * id) (half away from
-// zero); the dot product uses the scale rounded to f16, so that is what d keeps. kWithSum:
-// quantize_row_q8_1, which also keeps s = f16(float(sum q) * d) (unrounded d).
+// One warp per 32-element block, one element per lane. Mirrors the CPU backend's activation
+// quantizers (backend/cpu/activation_quantize.h, ggml's x86 arithmetic): d = absmax / 127,
+// q = x * (127 / absmax) rounded half to even (0 for an all-zero block) — not the reference's
+// roundf(x * (1 / d)), which differs in the last bit of some quants, and a greedy path can hinge
+// on one. The dot product uses the scale rounded to f16, so that is what d keeps. kWithSum: Q8_1,
+// which also keeps s = f16(d * float(sum q)) (unrounded d).
 // Block `block`'s element `lane` is v (also the fused GLU's, as store_q8_k_block).
 template <bool kWithSum>
 __device__ __forceinline__ void store_q8_0_block(float v, int lane, int64_t block,
@@ -153,13 +155,13 @@ __device__ __forceinline__ void store_q8_0_block(float v, int lane, int64_t bloc
   // Non-negative floats order as their bit patterns.
   const float amax = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(fabsf(v))));
   const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  const int r = int(roundf(__fmul_rn(v, id)));
+  const float id = amax != 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;
+  const int r = __float2int_rn(__fmul_rn(v, id));
   q.qs[block * 32 + lane] = int8_t(r);
   if (lane == 0) q.d[block] = __half2float(__float2half_rn(d));
   if constexpr (kWithSum) {
     const int sum = __reduce_add_sync(0xffffffffu, r);
-    if (lane == 0) q.s[block] = __half2float(__float2half_rn(__fmul_rn(float(sum), d)));
+    if (lane == 0) q.s[block] = __half2float(__float2half_rn(__fmul_rn(d, float(sum))));
   }
 }
 
@@ -603,6 +605,14 @@ __global__ void __launch_bounds__(kInt8Threads)
   allow_dependent_launch();
 }
 
+}  // namespace
+}  // namespace sluice::cuda::quant
+
+#include "backend/cuda/quant_int8_cpu_order.cuh"
+
+namespace sluice::cuda::quant {
+namespace {
+
 bool int8_launched(const char* kernel, std::string* error) {
   const cudaError_t status = cudaGetLastError();
   if (status == cudaSuccess) return true;
@@ -623,12 +633,35 @@ bool launch_after_quantize(void (*kernel)(Params...), dim3 grid, cudaStream_t st
 
 template <QType kType, int kTokens>
 bool launch_int8_matvec_tokens(const ProductList& p, int64_t row_bytes, int64_t n_cols,
-                               const QuantizedRows& q, cudaStream_t stream, std::string* error) {
+                               const QuantizedRows& q, CpuOrder order, bool tiled,
+                               cudaStream_t stream, std::string* error) {
   const dim3 blocks(p.first_block[p.n]);
   if constexpr (activation_block(kType) == 32) {
+    if (order == CpuOrder::kAvx512) {
+      return launch_after_quantize(cpu_order32_matvec_kernel<kType, kTokens, true>, blocks, stream,
+                                   error, p, row_bytes, q, n_cols);
+    }
+    if (order == CpuOrder::kAvx2) {
+      return launch_after_quantize(cpu_order32_matvec_kernel<kType, kTokens, false>, blocks, stream,
+                                   error, p, row_bytes, q, n_cols);
+    }
     return launch_after_quantize(staged32_matvec_kernel<kType, kTokens>, blocks, stream, error, p,
                                  row_bytes, q, n_cols);
   } else {
+    if constexpr (has_cpu_order_k(kType)) {
+      if (tiled && order == CpuOrder::kAvx512) {
+        return launch_after_quantize(cpu_tiled_k_matvec_kernel<kType, kTokens, false>, blocks,
+                                     stream, error, p, row_bytes, q, n_cols);
+      }
+      if (tiled && order == CpuOrder::kAvx2) {
+        return launch_after_quantize(cpu_tiled_k_matvec_kernel<kType, kTokens, true>, blocks,
+                                     stream, error, p, row_bytes, q, n_cols);
+      }
+      if (order == CpuOrder::kAvx512) {
+        return launch_after_quantize(cpu_order_k_matvec_kernel<kType, kTokens>, blocks, stream,
+                                     error, p, row_bytes, q, n_cols);
+      }
+    }
     return launch_after_quantize(int8_matvec_kernel<kType, kTokens>, blocks, stream, error, p,
                                  row_bytes, q, n_cols);
   }
@@ -657,28 +690,36 @@ bool quantize_int8_activations(const MatmulArgs& a, void* out, std::string* erro
 // one launch.
 template <QType kType>
 bool run_int8_product_list(const ProductList& p, int64_t row_bytes, int64_t n_cols,
-                           int64_t n_tokens, const void* quantized, void* stream_handle,
-                           std::string* error) {
+                           int64_t n_tokens, const void* quantized, CpuOrder order, bool tiled,
+                           void* stream_handle, std::string* error) {
   const auto stream = static_cast<cudaStream_t>(stream_handle);
   const QuantizedRows q =
       split_scratch(const_cast<void*>(quantized), n_tokens, n_cols, activation_block(kType));
   switch (n_tokens) {
     case 1:
-      return launch_int8_matvec_tokens<kType, 1>(p, row_bytes, n_cols, q, stream, error);
+      return launch_int8_matvec_tokens<kType, 1>(p, row_bytes, n_cols, q, order, tiled, stream,
+                                                 error);
     case 2:
-      return launch_int8_matvec_tokens<kType, 2>(p, row_bytes, n_cols, q, stream, error);
+      return launch_int8_matvec_tokens<kType, 2>(p, row_bytes, n_cols, q, order, tiled, stream,
+                                                 error);
     case 3:
-      return launch_int8_matvec_tokens<kType, 3>(p, row_bytes, n_cols, q, stream, error);
+      return launch_int8_matvec_tokens<kType, 3>(p, row_bytes, n_cols, q, order, tiled, stream,
+                                                 error);
     case 4:
-      return launch_int8_matvec_tokens<kType, 4>(p, row_bytes, n_cols, q, stream, error);
+      return launch_int8_matvec_tokens<kType, 4>(p, row_bytes, n_cols, q, order, tiled, stream,
+                                                 error);
     case 5:
-      return launch_int8_matvec_tokens<kType, 5>(p, row_bytes, n_cols, q, stream, error);
+      return launch_int8_matvec_tokens<kType, 5>(p, row_bytes, n_cols, q, order, tiled, stream,
+                                                 error);
     case 6:
-      return launch_int8_matvec_tokens<kType, 6>(p, row_bytes, n_cols, q, stream, error);
+      return launch_int8_matvec_tokens<kType, 6>(p, row_bytes, n_cols, q, order, tiled, stream,
+                                                 error);
     case 7:
-      return launch_int8_matvec_tokens<kType, 7>(p, row_bytes, n_cols, q, stream, error);
+      return launch_int8_matvec_tokens<kType, 7>(p, row_bytes, n_cols, q, order, tiled, stream,
+                                                 error);
     default:
-      return launch_int8_matvec_tokens<kType, 8>(p, row_bytes, n_cols, q, stream, error);
+      return launch_int8_matvec_tokens<kType, 8>(p, row_bytes, n_cols, q, order, tiled, stream,
+                                                 error);
   }
 }
 
@@ -697,8 +738,8 @@ template <QType kType>
 bool run_int8_product(const MatmulArgs& a, const void* quantized, std::string* error) {
   ProductList p = {};
   push_product(p, a.w, a.n_rows, a.y);
-  return run_int8_product_list<kType>(p, a.row_bytes, a.n_cols, a.n_tokens, quantized, a.stream,
-                                      error);
+  return run_int8_product_list<kType>(p, a.row_bytes, a.n_cols, a.n_tokens, quantized, a.cpu_order,
+                                      a.cpu_tiled, a.stream, error);
 }
 
 // matmul_quantized_many: the products in lists of up to kMaxProducts, one launch per list.
@@ -709,8 +750,8 @@ bool run_int8_products(const SharedInputArgs& a, std::string* error) {
     for (size_t i = first; i < a.n && i < first + kMaxProducts; ++i) {
       push_product(p, a.w[i], a.n_rows[i], a.y[i]);
     }
-    if (!run_int8_product_list<kType>(p, a.row_bytes, a.n_cols, a.n_tokens, a.quantized, a.stream,
-                                      error)) {
+    if (!run_int8_product_list<kType>(p, a.row_bytes, a.n_cols, a.n_tokens, a.quantized,
+                                      a.cpu_order, a.cpu_tiled, a.stream, error)) {
       return false;
     }
   }

@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/cpu_order.h"
 #include "quant/qtype.h"
 
 namespace sluice::cuda::quant {
+
+using cuda::CpuOrder;
 
 struct MatmulArgs {
   const void* w;  // [n_rows, row_bytes] device
@@ -19,6 +22,8 @@ struct MatmulArgs {
   int64_t n_tokens;
   void* stream;                     // cudaStream_t
   const void* quantized = nullptr;  // decode: activations already quantized (matmul_quantized)
+  CpuOrder cpu_order = CpuOrder::kNone;
+  bool cpu_tiled = false;  // with cpu_order: the CPU's op had 8+ tokens (its tiled K matmul)
 };
 
 // Decode products of several matrices of one type and n_cols over the same quantized
@@ -31,6 +36,8 @@ struct SharedInputArgs {
   int64_t n_cols, row_bytes, n_tokens;
   const void* quantized;  // device, in the type's activation format
   void* stream;           // cudaStream_t
+  CpuOrder cpu_order = CpuOrder::kNone;
+  bool cpu_tiled = false;
 };
 
 struct GetRowsArgs {

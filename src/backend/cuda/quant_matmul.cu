@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cpu/tiled_kquant.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/quant_kernel_set.h"
 #include "core/error.h"
@@ -23,6 +24,12 @@ const quant::KernelSet* kernel_set(QType type) {
   if (const quant::KernelSet* set = quant::kernel_set_legacy(type)) return set;
   if (const quant::KernelSet* set = quant::kernel_set_k(type)) return set;
   return quant::kernel_set_iq(type);
+}
+
+// Whether the CPU multiplies an op of n_tokens K-quant rows with its tiled matmul, whose order
+// --cpu-rounding then follows (backend/cpu/tiled_kquant.h).
+bool cpu_tiled(CpuOrder order, int64_t n_tokens) {
+  return order != CpuOrder::kNone && n_tokens >= cpu::kTiledMinTokens;
 }
 
 bool fail(std::string* error, const std::string& message) {
@@ -70,7 +77,8 @@ bool quant_matmul_supported(QType type) {
 }
 
 bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const float* x, float* y,
-            int64_t n_tokens, void* stream, std::string* error, bool cpu_rounding) {
+            int64_t n_tokens, void* stream, std::string* error, bool cpu_rounding,
+            CpuOrder cpu_order) {
   int64_t row_bytes = 0;
   const quant::KernelSet* set = checked_set("matmul", type, w, n_cols, &row_bytes, error);
   if (!set) return false;
@@ -82,7 +90,9 @@ bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const flo
   if (!x || !y || !aligned(x, 16) || !aligned(y, 4)) {
     return fail(error, "cuda matmul: activations must be 16-byte aligned, outputs 4-byte aligned");
   }
-  const quant::MatmulArgs args{w, n_rows, n_cols, row_bytes, x, y, n_tokens, stream};
+  quant::MatmulArgs args{w, n_rows, n_cols, row_bytes, x, y, n_tokens, stream};
+  args.cpu_order = cpu_order;
+  args.cpu_tiled = cpu_tiled(cpu_order, n_tokens);
   if (n_tokens > kDecodeTokens && (n_tokens <= kCpuRoundingMaxTokens || cpu_rounding)) {
     // A short chunk as decode steps of up to 8 tokens: the CPU's arithmetic (int8 activations
     // for the quantized types, float for the float ones) instead of the tiles' f16 operands.
@@ -176,8 +186,8 @@ bool glu_quantize_activations(QType weight_type, GluActivation act, float* gate,
 }
 
 bool matmul_quantized(QType weight_type, const void* w, int64_t n_rows, int64_t n_cols,
-                      const void* xq, float* y, int64_t n_tokens, void* stream,
-                      std::string* error) {
+                      const void* xq, float* y, int64_t n_tokens, void* stream, std::string* error,
+                      CpuOrder cpu_order) {
   if (!checked_quantized("matmul_quantized", weight_type, n_cols, n_tokens, xq, error)) {
     return false;
   }
@@ -188,13 +198,23 @@ bool matmul_quantized(QType weight_type, const void* w, int64_t n_rows, int64_t 
     return fail(error, "cuda matmul_quantized: bad shape: " + std::to_string(n_rows) + " rows");
   if (!y || !aligned(y, 4))
     return fail(error, "cuda matmul_quantized: outputs must be 4-byte aligned");
-  quant::MatmulArgs args{w, n_rows, n_cols, row_bytes, nullptr, y, n_tokens, stream, xq};
+  quant::MatmulArgs args{w,
+                         n_rows,
+                         n_cols,
+                         row_bytes,
+                         nullptr,
+                         y,
+                         n_tokens,
+                         stream,
+                         xq,
+                         cpu_order,
+                         cpu_tiled(cpu_order, n_tokens)};
   return set->matmul(args, error);
 }
 
 bool matmul_quantized_many(QType weight_type, const void* const* ws, const int64_t* n_rows,
                            size_t n, int64_t n_cols, const void* xq, float* const* ys,
-                           int64_t n_tokens, void* stream, std::string* error) {
+                           int64_t n_tokens, void* stream, std::string* error, CpuOrder cpu_order) {
   if (!checked_quantized("matmul_quantized_many", weight_type, n_cols, n_tokens, xq, error)) {
     return false;
   }
@@ -217,7 +237,9 @@ bool matmul_quantized_many(QType weight_type, const void* const* ws, const int64
   if (!set->matmul_many) {
     return fail(error, "cuda matmul_quantized_many: no quantized decode for this weight type");
   }
-  return set->matmul_many({ws, n_rows, ys, n, n_cols, row_bytes, n_tokens, xq, stream}, error);
+  return set->matmul_many({ws, n_rows, ys, n, n_cols, row_bytes, n_tokens, xq, stream, cpu_order,
+                           cpu_tiled(cpu_order, n_tokens)},
+                          error);
 }
 
 bool get_rows(QType type, const void* table, int64_t n_cols, const int32_t* ids, int64_t n,

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/cuda/cpu_order.h"
 #include "quant/qtype.h"
 
 namespace sluice::cuda {
@@ -25,8 +26,10 @@ bool quant_matmul_supported(QType type);
 // launches of at most 8 tokens: the CPU backend's arithmetic; longer ones on f16 operands
 // (cuBLAS when loaded, else the tensor-core tiles).
 constexpr int64_t kCpuRoundingMaxTokens = 32;
+// cpu_order: the decode products' float order (quant_kernel_set.h).
 bool matmul(QType type, const void* w, int64_t n_rows, int64_t n_cols, const float* x, float* y,
-            int64_t n_tokens, void* stream, std::string* error, bool cpu_rounding = false);
+            int64_t n_tokens, void* stream, std::string* error, bool cpu_rounding = false,
+            CpuOrder cpu_order = CpuOrder::kNone);
 
 // Decode (n_tokens <= 8) with activations quantized once and shared by several products
 // (q/k/v, gate/up read the same input): matmul quantizes its activations on every call, a
@@ -49,7 +52,8 @@ bool glu_quantize_activations(QType weight_type, GluActivation act, float* gate,
                               int64_t n_cols, int64_t n_tokens, const uint16_t* gelu_f16_table,
                               void* out, void* stream, std::string* error);
 bool matmul_quantized(QType weight_type, const void* w, int64_t n_rows, int64_t n_cols,
-                      const void* xq, float* y, int64_t n_tokens, void* stream, std::string* error);
+                      const void* xq, float* y, int64_t n_tokens, void* stream, std::string* error,
+                      CpuOrder cpu_order = CpuOrder::kNone);
 
 // ys[i] = ws[i] xq for i < n: the products of matmul_quantized for n matrices of one weight type
 // and n_cols (n_rows[i] rows each), in one kernel launch per 4 matrices instead of one each
@@ -57,7 +61,8 @@ bool matmul_quantized(QType weight_type, const void* w, int64_t n_rows, int64_t 
 // checks as matmul_quantized, for every matrix, before any launch.
 bool matmul_quantized_many(QType weight_type, const void* const* ws, const int64_t* n_rows,
                            size_t n, int64_t n_cols, const void* xq, float* const* ys,
-                           int64_t n_tokens, void* stream, std::string* error);
+                           int64_t n_tokens, void* stream, std::string* error,
+                           CpuOrder cpu_order = CpuOrder::kNone);
 
 // out[i, :] = row ids[i] of the table, dequantized to float. ids: device int32 [n];
 // out: [n, n_cols].

@@ -1,0 +1,281 @@
+// Internal to backend/cuda (included by quant_int8_matvec.cuh): the 32-element types' decode
+// products under --cpu-rounding, in the float order of the CPU backend's kernels, so that every
+// output is the CPU's bit for bit (cpu_order.h). Integer sums of 4 products are exact in any
+// order; only the float operations are replayed:
+//   AVX-512 (backend/cpu/vec_dot_q_avx512.cpp): 16 accumulator lanes, blocks in pairs — lane l
+//     holds elements 4(l % 8) .. +3 of block 2i + l / 8 — each step acc = fma(isum, dw * dx,
+//     acc), a lone last block's partner lanes fma(0, 0, acc); then GCC's _mm512_reduce_add_ps
+//     (lanes l + l^8, then ^4, ^2, ^1).
+//   AVX2 (vec_dot_q_avx2.cpp): 8 lanes, one block per step, lane l holds elements 4l .. +3; one
+//     accumulator, or two alternating by block for IQ4_NL and MXFP4, added lane-wise; then
+//     hsum_ps (l + l^4, ^2, ^1).
+//   Q4_1 / Q5_1: sum_min += m * s block by block (a product rounded, then the sum), added last.
+// One warp per row, the warp's blocks staged in shared memory as staged32_matvec_row does; lanes
+// 16-31 (AVX-512) or 8-31 (AVX2) only stage. The cost is that of a plain loop per row: a mode
+// for checking against the CPU, not for speed.
+#pragma once
+
+namespace sluice::cuda::quant {
+namespace {
+
+// Whether the CPU's AVX2 kernel of kType alternates two accumulators by block.
+__host__ __device__ constexpr bool avx2_two_accumulators(QType type) {
+  return type == QType::IQ4_NL || type == QType::MXFP4;
+}
+
+template <QType kType, int kTokens, bool kAvx512>
+__global__ void __launch_bounds__(kInt8Threads)
+    cpu_order32_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
+  using Block = Block32<kType>;
+  constexpr int kStageWords = (32 * Block::kBytes + 15) / 16 + 2;
+  constexpr int kLanes = kAvx512 ? 16 : 8;  // the CPU register's float lanes
+  constexpr int kBlocksPerStep = kAvx512 ? 2 : 1;
+  __shared__ uint4 stage[kInt8RowsPerBlock][kStageWords];
+  const ProductRow r = product_row(p, row_bytes);
+  if (r.row >= r.n_rows) return;  // whole warps leave; only __syncwarp below
+  wait_for_prerequisite();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t n_blocks = n_cols / 32;
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(stage[warp]);
+  float acc[kTokens], acc_odd[kTokens], sum_min[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = acc_odd[t] = sum_min[t] = 0.0f;
+  for (int64_t blk0 = 0; blk0 < n_blocks; blk0 += 32) {
+    const int count = n_blocks - blk0 < 32 ? int(n_blocks - blk0) : 32;
+    const uint8_t* src = r.row_ptr + Block::kBytes * blk0;
+    const uintptr_t aligned = reinterpret_cast<uintptr_t>(src) & ~uintptr_t(15);
+    const int off = int(reinterpret_cast<uintptr_t>(src) - aligned);
+    const int n_words = (off + Block::kBytes * count + 15) / 16;
+    for (int k = lane; k < n_words; k += 32) {
+      stage[warp][k] = load_streaming16(reinterpret_cast<const uint4*>(aligned) + k);
+    }
+    __syncwarp();
+    for (int i = 0; i < count; i += kBlocksPerStep) {
+      const int b = i + lane / 8;  // this lane's block of the step
+      const int part = lane % 8;   // its 4 elements: 4 part .. 4 part + 3
+      float min_product[kTokens] = {};
+      if (lane < kLanes) {
+        const bool present = b < count;
+        uint32_t lo[4], hi[4];
+        float d = 0.0f, m = 0.0f;
+        if (present) Block::unpack(words, off + Block::kBytes * b, lo, hi, d, m);
+        const int64_t blk = blk0 + b;
+        for (int t = 0; t < kTokens; ++t) {
+          // AVX2's second accumulator takes the odd blocks.
+          float* target =
+              !kAvx512 && avx2_two_accumulators(kType) && blk % 2 == 1 ? &acc_odd[t] : &acc[t];
+          if (!present) {
+            *target = __fmaf_rn(0.0f, 0.0f, *target);  // the zero-extended partner block
+            continue;
+          }
+          const int x4 = __ldg(reinterpret_cast<const int*>(q.qs + t * n_cols + 32 * blk) + part);
+          const int isum = __dp4a(int(part < 4 ? lo[part] : hi[part - 4]), x4, 0);
+          *target = __fmaf_rn(float(isum), __fmul_rn(d, __ldg(q.d + t * n_blocks + blk)), *target);
+          if constexpr (uses_q8_1(kType)) {
+            min_product[t] = __fmul_rn(m, __ldg(q.s + t * n_blocks + blk));
+          }
+        }
+      }
+      if constexpr (uses_q8_1(kType)) {
+        // Block by block in order: lane 0 holds the step's first block, lane 8 its second.
+        for (int t = 0; t < kTokens; ++t) {
+          const float second = __shfl_sync(0xffffffffu, min_product[t], 8);
+          if (lane == 0) {
+            sum_min[t] = __fadd_rn(sum_min[t], min_product[t]);
+            if (kAvx512 && i + 1 < count) sum_min[t] = __fadd_rn(sum_min[t], second);
+          }
+        }
+      }
+    }
+    __syncwarp();
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    float s = kAvx512 || !avx2_two_accumulators(kType) ? acc[t] : __fadd_rn(acc[t], acc_odd[t]);
+    for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+      s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, offset));
+    }
+    if (lane == 0) r.y[t * r.n_rows] = uses_q8_1(kType) ? __fadd_rn(s, sum_min[t]) : s;
+  }
+  allow_dependent_launch();
+}
+
+// The K types the CPU's AVX-512 table multiplies itself (vec_dot_k_avx512.cpp: Q4_K, Q5_K,
+// Q6_K); the others run AVX2 code there, not replayed.
+__host__ __device__ constexpr bool has_cpu_order_k(QType type) {
+  return type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K;
+}
+
+__device__ __forceinline__ uint32_t load4(const uint8_t* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+__device__ __forceinline__ float half_at(const uint8_t* p) {
+  return __half2float(__ushort_as_half(uint16_t(p[0] | p[1] << 8)));
+}
+
+// Q4_K / Q5_K scale (is_min false) or minimum j of a super-block's 12 packed bytes.
+__device__ __forceinline__ int k4_scale(const uint8_t* packed, int j, bool is_min) {
+  const int o = is_min ? 4 : 0;
+  if (j < 4) return packed[j + o] & 63;
+  return is_min ? (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4)
+                : (packed[j + 4] & 0xf) | ((packed[j - 4] >> 6) << 4);
+}
+
+// Lane m's int32 of one super-block as the AVX-512 kernel's register holds it: bytes 4(m % 8)
+// .. +3 of each 64-element quarter (high nibbles for m >= 8, Q5_K's fifth bit), times the
+// quarter's scale; Q6_K: bytes 4m .. +3 of each 64 elements, times the 16-element group's scale.
+template <QType kType>
+__device__ __forceinline__ int cpu_order_k_lane_sum(const uint8_t* blk, const int8_t* x, int m) {
+  int sumi = 0;
+  if constexpr (kType == QType::Q6_K) {
+    const uint8_t* ql = blk;
+    const uint8_t* qh = blk + 128;
+    const auto* scales = reinterpret_cast<const int8_t*>(blk + 192);
+    for (int h = 0; h < 2; ++h) {
+      for (int second = 0; second < 2; ++second) {
+        uint32_t w = 0;
+        for (int k = 0; k < 4; ++k) {
+          const int b = 4 * m + k;
+          const int low = second ? ql[64 * h + b] >> 4 : ql[64 * h + b] & 0xf;
+          const int high_bits = b < 32 ? qh[32 * h + b] : qh[32 * h + b - 32] >> 2;
+          w |= uint32_t(low | (((high_bits >> (4 * second)) & 3) << 4)) << (8 * k);
+        }
+        const int x4 = *reinterpret_cast<const int*>(x + 128 * h + 64 * second + 4 * m);
+        sumi += __dp4a(int(w), x4, 0) * scales[8 * h + 4 * second + m / 4];
+      }
+    }
+  } else {
+    const bool high = m >= 8;
+    const uint8_t* qs = blk + (kType == QType::Q5_K ? 48 : 16);
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t q = load4(qs + 32 * j + 4 * (m % 8));
+      uint32_t w = high ? (q >> 4) & 0x0f0f0f0fu : q & 0x0f0f0f0fu;
+      if constexpr (kType == QType::Q5_K) {
+        w |= ((load4(blk + 16 + 4 * (m % 8)) >> (2 * j + int(high))) & 0x01010101u) << 4;
+      }
+      const int x4 = *reinterpret_cast<const int*>(x + 64 * j + 4 * m);
+      sumi += __dp4a(int(w), x4, 0) * k4_scale(blk + 4, 2 * j + int(high), false);
+    }
+  }
+  return sumi;
+}
+
+// The K types' products in the AVX-512 kernels' order: per super-block acc = fma(d, sumi, acc)
+// in 16 lanes; Q4_K / Q5_K's minimums fma(dmin, bsum pairs * min, acc_min) in 8 lanes, taken
+// off after both reductions; Q6_K's -32 as fma(-32 d, scale-weighted bsum pairs, acc) in lanes
+// 0-7 (the other 8 get fma(-32 d, 0, acc)). One warp per row, lanes 0-15 working.
+template <QType kType, int kTokens>
+__global__ void __launch_bounds__(kInt8Threads)
+    cpu_order_k_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
+  constexpr int kBytes = kType == QType::Q4_K ? 144 : kType == QType::Q5_K ? 176 : 210;
+  const ProductRow r = product_row(p, row_bytes);
+  if (r.row >= r.n_rows) return;
+  wait_for_prerequisite();
+  const int m = threadIdx.x % 32;
+  const int64_t n_super = n_cols / 256;
+  for (int t = 0; t < kTokens; ++t) {
+    float acc = 0.0f, acc_min = 0.0f;
+    if (m < 16) {
+      for (int64_t s = 0; s < n_super; ++s) {
+        const uint8_t* blk = r.row_ptr + s * kBytes;
+        const float xd = __ldg(q.d + t * n_super + s);
+        const int16_t* bsums = q.bsums + t * (n_cols / 16) + 16 * s;
+        const int sumi = cpu_order_k_lane_sum<kType>(blk, q.qs + t * n_cols + 256 * s, m);
+        if constexpr (kType == QType::Q6_K) {
+          const float d = __fmul_rn(half_at(blk + 208), xd);
+          acc = __fmaf_rn(d, float(sumi), acc);
+          const auto* scales = reinterpret_cast<const int8_t*>(blk + 192);
+          const int offset =
+              m < 8 ? bsums[2 * m] * scales[2 * m] + bsums[2 * m + 1] * scales[2 * m + 1] : 0;
+          acc = __fmaf_rn(__fmul_rn(-32.0f, d), float(offset), acc);
+        } else {
+          acc = __fmaf_rn(__fmul_rn(half_at(blk), xd), float(sumi), acc);
+          if (m < 8) {
+            const int mins = (bsums[2 * m] + bsums[2 * m + 1]) * k4_scale(blk + 4, m, true);
+            acc_min = __fmaf_rn(__fmul_rn(half_at(blk + 2), xd), float(mins), acc_min);
+          }
+        }
+      }
+    }
+    float sum = acc;
+    for (int offset = 8; offset > 0; offset /= 2) {
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
+    }
+    float sum_min = acc_min;
+    for (int offset = 4; offset > 0; offset /= 2) {
+      sum_min = __fadd_rn(sum_min, __shfl_xor_sync(0xffffffffu, sum_min, offset));
+    }
+    if (m == 0) r.y[t * r.n_rows] = kType == QType::Q6_K ? sum : __fsub_rn(sum, sum_min);
+  }
+  allow_dependent_launch();
+}
+
+// Element e (< 256) of a K super-block as the CPU's tiled matmul decodes it: its signed value
+// and the scale and minimum of its group (backend/cpu/tiled_kquant.h).
+template <QType kType>
+__device__ __forceinline__ void cpu_tiled_element(const uint8_t* blk, int e, int* value, int* scale,
+                                                  int* min) {
+  if constexpr (kType == QType::Q6_K) {
+    const int h = e / 128, second = (e % 128) / 64, b = e % 64;
+    const uint8_t ql = blk[64 * h + b];
+    const int high_bits = b < 32 ? blk[128 + 32 * h + b] : blk[128 + 32 * h + b - 32] >> 2;
+    *value = ((second ? ql >> 4 : ql & 0xf) | (((high_bits >> (4 * second)) & 3) << 4)) - 32;
+    *scale = reinterpret_cast<const int8_t*>(blk + 192)[e / 16];
+    *min = 0;
+  } else {
+    const int quarter = e / 64, pos = e % 64;
+    const uint8_t* qs = blk + (kType == QType::Q5_K ? 48 : 16);
+    const uint8_t q = qs[32 * quarter + pos % 32];
+    *value = pos < 32 ? q & 0xf : q >> 4;
+    if constexpr (kType == QType::Q5_K) {
+      *value |= ((blk[16 + pos % 32] >> (2 * quarter + int(pos >= 32))) & 1) << 4;
+    }
+    *scale = k4_scale(blk + 4, e / 32, false);
+    *min = k4_scale(blk + 4, e / 32, true);
+  }
+}
+
+// The CPU's tiled K matmul (chunks of 8 tokens or more there), per row and token, block by
+// block: s1 = sum of scale * w * q and s2 = sum of min * bsum (exact integers, here a warp
+// sum), res = d * s1, res = fma(-dmin, s2, res) with minimums, then acc = fma(res, dx, acc)
+// where the CPU's best ISA is AVX2, acc + res * dx where it is AVX-512 (kFused false).
+template <QType kType, int kTokens, bool kFused>
+__global__ void __launch_bounds__(kInt8Threads)
+    cpu_tiled_k_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
+  constexpr int kBytes = kType == QType::Q4_K ? 144 : kType == QType::Q5_K ? 176 : 210;
+  const ProductRow r = product_row(p, row_bytes);
+  if (r.row >= r.n_rows) return;
+  wait_for_prerequisite();
+  const int lane = threadIdx.x % 32;
+  const int64_t n_super = n_cols / 256;
+  float acc[kTokens] = {};
+  for (int64_t s = 0; s < n_super; ++s) {
+    const uint8_t* blk = r.row_ptr + s * kBytes;
+    int values[8], scale = 0, min = 0;
+    for (int k = 0; k < 8; ++k)
+      cpu_tiled_element<kType>(blk, 8 * lane + k, &values[k], &scale, &min);
+    const float d = half_at(kType == QType::Q6_K ? blk + 208 : blk);
+    for (int t = 0; t < kTokens; ++t) {
+      const int8_t* x = q.qs + t * n_cols + 256 * s + 8 * lane;
+      int s1 = 0;
+      for (int k = 0; k < 8; ++k) s1 += values[k] * x[k];
+      s1 *= scale;
+      // Lanes 2g and 2g + 1 hold group g: its bsum counted once, by the even lane.
+      int s2 = lane % 2 == 0 ? min * q.bsums[t * (n_cols / 16) + 16 * s + lane / 2] : 0;
+      for (int offset = 16; offset > 0; offset /= 2) {
+        s1 += __shfl_xor_sync(0xffffffffu, s1, offset);
+        s2 += __shfl_xor_sync(0xffffffffu, s2, offset);
+      }
+      float res = __fmul_rn(d, float(s1));
+      if constexpr (kType != QType::Q6_K) res = __fmaf_rn(-half_at(blk + 2), float(s2), res);
+      const float dx = __ldg(q.d + t * n_super + s);
+      acc[t] = kFused ? __fmaf_rn(res, dx, acc[t]) : __fadd_rn(acc[t], __fmul_rn(res, dx));
+    }
+  }
+  if (lane == 0) {
+    for (int t = 0; t < kTokens; ++t) r.y[t * r.n_rows] = acc[t];
+  }
+  allow_dependent_launch();
+}
+
+}  // namespace
+}  // namespace sluice::cuda::quant
