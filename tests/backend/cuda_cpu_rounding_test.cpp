@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,35 @@ class CudaCpuRoundingTest : public CudaAttentionFixture {
     if (IsSkipped()) return;
     gpu_ = std::make_unique<cuda::CudaBackend>(0, /*cpu_rounding=*/true);
   }
+
+  // n_rows x n_cols weights of `type` at w (kept alive by the caller: the device mirrors weights
+  // by address) times fresh activations of n_tokens rows: bit-equal to the CPU backend's.
+  void expect_product_matches(QType type, const uint8_t* w, int64_t n_rows, int64_t n_cols,
+                              int64_t n_tokens) {
+    const MatrixView view{type, w, n_cols, n_rows};
+    const auto x = uniform(size_t(n_tokens * n_cols), -2.0f, 2.0f);
+    std::vector<float> expected(size_t(n_tokens * n_rows));
+    cpu_.matmul(view, x.data(), expected.data(), n_tokens);
+    auto dx = upload(x);
+    auto dy = poisoned(expected.size() * sizeof(float));
+    gpu_->matmul(view, dx.as<float>(), dy.as<float>(), n_tokens);
+    expect_bits(download<float>(dy, expected.size()), expected,
+                std::string(qtype_name(type)) + " " + std::to_string(n_cols) + " columns, " +
+                    std::to_string(n_tokens) + " tokens");
+  }
+  // Random valid weights of `type` for each column count, each multiplied with each token count.
+  void expect_products_match(QType type, std::initializer_list<int64_t> col_counts,
+                             std::initializer_list<int64_t> token_counts) {
+    constexpr int64_t kRows = 37;
+    for (const int64_t n_cols : col_counts) {
+      kept_.push_back(random_weight_rows(type, kRows, n_cols, rng_));
+      for (const int64_t n_tokens : token_counts) {
+        expect_product_matches(type, kept_.back().data(), kRows, n_cols, n_tokens);
+      }
+    }
+  }
+
+  std::vector<std::vector<uint8_t>> kept_;  // weights the device may have mirrored
 
   // Both backends store the same history (F16 cells) and attend the last chunk. The CPU's
   // operations are reproduced one for one, so the outputs must be identical but where a libm
@@ -96,14 +126,7 @@ TEST_F(CudaCpuRoundingTest, ProductsOfLongChunksAreTheCpus) {
   for (int64_t r = 0; r < n_rows; ++r) {
     quantize_row(QType::Q4_K, w.data() + r * n_cols, q4k.data() + r * row_size, n_cols);
   }
-  const auto x = uniform(size_t(n_tokens * n_cols), -2.0f, 2.0f);
-  const MatrixView view{QType::Q4_K, q4k.data(), n_cols, n_rows};
-  std::vector<float> expected(size_t(n_tokens * n_rows));
-  cpu_.matmul(view, x.data(), expected.data(), n_tokens);
-  auto dx = upload(x);
-  auto y = poisoned(expected.size() * sizeof(float));
-  gpu_->matmul(view, dx.as<float>(), y.as<float>(), n_tokens);
-  expect_bits(download<float>(y, expected.size()), expected, "Q4_K, 100 tokens");
+  expect_product_matches(QType::Q4_K, q4k.data(), n_rows, n_cols, n_tokens);
 }
 
 // The 32-element types' products in the float order of the CPU backend's kernels for this host
@@ -114,25 +137,9 @@ TEST_F(CudaCpuRoundingTest, BlockProductsAreTheCpusBitForBit) {
   if (cuda::host_cpu_order() == cuda::CpuOrder::kNone) {
     GTEST_SKIP() << "the CPU backend runs scalar kernels here; only AVX2 / AVX-512 are replayed";
   }
-  const int64_t n_rows = 37;
-  std::vector<std::vector<uint8_t>> kept;  // the device mirrors weights by address: no reuse
   for (QType type : {QType::Q8_0, QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1, QType::IQ4_NL,
                      QType::MXFP4}) {
-    for (int64_t n_cols : {96, 1088, 1120}) {
-      for (int64_t n_tokens : {1, 3}) {
-        kept.push_back(random_weight_rows(type, n_rows, n_cols, rng_));
-        const MatrixView view{type, kept.back().data(), n_cols, n_rows};
-        const auto x = uniform(size_t(n_tokens * n_cols), -2.0f, 2.0f);
-        std::vector<float> expected(size_t(n_tokens * n_rows));
-        cpu_.matmul(view, x.data(), expected.data(), n_tokens);
-        auto dx = upload(x);
-        auto dy = poisoned(expected.size() * sizeof(float));
-        gpu_->matmul(view, dx.as<float>(), dy.as<float>(), n_tokens);
-        expect_bits(download<float>(dy, expected.size()), expected,
-                    std::string(qtype_name(type)) + " " + std::to_string(n_cols) + " columns, " +
-                        std::to_string(n_tokens) + " tokens");
-      }
-    }
+    expect_products_match(type, {96, 1088, 1120}, {1, 3});
   }
 }
 
@@ -143,24 +150,8 @@ TEST_F(CudaCpuRoundingTest, KProductsAreTheCpusBitForBitOnAvx512) {
   if (cuda::host_cpu_order() != cuda::CpuOrder::kAvx512) {
     GTEST_SKIP() << "the CPU's K-quant order is replayed for its AVX-512 kernels only";
   }
-  const int64_t n_rows = 37;
-  std::vector<std::vector<uint8_t>> kept;  // the device mirrors weights by address: no reuse
   for (QType type : {QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
-    for (int64_t n_cols : {256, 1536}) {
-      for (int64_t n_tokens : {1, 3, 8, 20}) {
-        kept.push_back(random_weight_rows(type, n_rows, n_cols, rng_));
-        const MatrixView view{type, kept.back().data(), n_cols, n_rows};
-        const auto x = uniform(size_t(n_tokens * n_cols), -2.0f, 2.0f);
-        std::vector<float> expected(size_t(n_tokens * n_rows));
-        cpu_.matmul(view, x.data(), expected.data(), n_tokens);
-        auto dx = upload(x);
-        auto dy = poisoned(expected.size() * sizeof(float));
-        gpu_->matmul(view, dx.as<float>(), dy.as<float>(), n_tokens);
-        expect_bits(download<float>(dy, expected.size()), expected,
-                    std::string(qtype_name(type)) + " " + std::to_string(n_cols) + " columns, " +
-                        std::to_string(n_tokens) + " tokens");
-      }
-    }
+    expect_products_match(type, {256, 1536}, {1, 3, 8, 20});
   }
 }
 

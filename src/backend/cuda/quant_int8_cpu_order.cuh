@@ -104,6 +104,11 @@ __host__ __device__ constexpr bool has_cpu_order_k(QType type) {
   return type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K;
 }
 
+// Bytes of a super-block of those types (quant/blocks.h).
+__host__ __device__ constexpr int cpu_order_k_bytes(QType type) {
+  return type == QType::Q4_K ? 144 : type == QType::Q5_K ? 176 : 210;
+}
+
 __device__ __forceinline__ uint32_t load4(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
@@ -166,7 +171,7 @@ __device__ __forceinline__ int cpu_order_k_lane_sum(const uint8_t* blk, const in
 template <QType kType, int kTokens>
 __global__ void __launch_bounds__(kInt8Threads)
     cpu_order_k_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
-  constexpr int kBytes = kType == QType::Q4_K ? 144 : kType == QType::Q5_K ? 176 : 210;
+  constexpr int kBytes = cpu_order_k_bytes(kType);
   const ProductRow r = product_row(p, row_bytes);
   if (r.row >= r.n_rows) return;
   wait_for_prerequisite();
@@ -241,7 +246,7 @@ __device__ __forceinline__ void cpu_tiled_element(const uint8_t* blk, int e, int
 template <QType kType, int kTokens, bool kFused>
 __global__ void __launch_bounds__(kInt8Threads)
     cpu_tiled_k_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
-  constexpr int kBytes = kType == QType::Q4_K ? 144 : kType == QType::Q5_K ? 176 : 210;
+  constexpr int kBytes = cpu_order_k_bytes(kType);
   const ProductRow r = product_row(p, row_bytes);
   if (r.row >= r.n_rows) return;
   wait_for_prerequisite();
