@@ -20,20 +20,22 @@ bool same_angles(const RopeConfig& a, const std::vector<float>& a_factors, const
 
 }  // namespace
 
-const float* CpuRopeAngles::find(const RopeConfig& config, int64_t end) const {
-  for (const Table& t : tables_) {
-    if (same_angles(t.config, t.freq_factors, config)) {
-      return end <= t.positions ? t.angles.as<float>() : nullptr;
-    }
+int64_t CpuRopeAngles::index_of(const RopeConfig& config) const {
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    if (same_angles(tables_[i].config, tables_[i].freq_factors, config)) return int64_t(i);
   }
-  return nullptr;
+  return -1;
+}
+
+const float* CpuRopeAngles::find(const RopeConfig& config, int64_t end) const {
+  const int64_t i = index_of(config);
+  if (i < 0 || end > tables_[size_t(i)].positions) return nullptr;
+  return tables_[size_t(i)].angles.as<float>();
 }
 
 const float* CpuRopeAngles::grow(const RopeConfig& config, int64_t end) {
-  auto found = std::find_if(tables_.begin(), tables_.end(), [&](const Table& t) {
-    return same_angles(t.config, t.freq_factors, config);
-  });
-  if (found == tables_.end()) {
+  int64_t i = index_of(config);
+  if (i < 0) {
     Table t;
     t.config = config;
     if (config.freq_factors != nullptr) {
@@ -41,9 +43,9 @@ const float* CpuRopeAngles::grow(const RopeConfig& config, int64_t end) {
     }
     t.config.freq_factors = nullptr;
     tables_.push_back(std::move(t));
-    found = tables_.end() - 1;
+    i = int64_t(tables_.size()) - 1;
   }
-  Table& t = *found;
+  Table& t = tables_[size_t(i)];
   int64_t positions = std::max<int64_t>(t.positions, 4096);
   while (positions < end) positions *= 2;
   RopeConfig host = config;

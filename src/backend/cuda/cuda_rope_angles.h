@@ -31,6 +31,9 @@ class CpuRopeAngles {
     int64_t positions = 0;
     DeviceBuffer angles;
   };
+  // Which table holds config's angles; -1 when none was made yet.
+  int64_t index_of(const RopeConfig& config) const;
+
   const Stream& stream_;
   std::vector<Table> tables_;
 };

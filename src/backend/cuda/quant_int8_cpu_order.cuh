@@ -15,6 +15,8 @@
 // for checking against the CPU, not for speed.
 #pragma once
 
+#include "backend/cuda/quant_decode.cuh"
+
 namespace sluice::cuda::quant {
 namespace {
 
@@ -104,11 +106,6 @@ __host__ __device__ constexpr bool has_cpu_order_k(QType type) {
   return type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K;
 }
 
-// Bytes of a super-block of those types (quant/blocks.h).
-__host__ __device__ constexpr int cpu_order_k_bytes(QType type) {
-  return type == QType::Q4_K ? 144 : type == QType::Q5_K ? 176 : 210;
-}
-
 __device__ __forceinline__ uint32_t load4(const uint8_t* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
@@ -119,10 +116,9 @@ __device__ __forceinline__ float half_at(const uint8_t* p) {
 
 // Q4_K / Q5_K scale (is_min false) or minimum j of a super-block's 12 packed bytes.
 __device__ __forceinline__ int k4_scale(const uint8_t* packed, int j, bool is_min) {
-  const int o = is_min ? 4 : 0;
-  if (j < 4) return packed[j + o] & 63;
-  return is_min ? (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4)
-                : (packed[j + 4] & 0xf) | ((packed[j - 4] >> 6) << 4);
+  uint32_t scale = 0, min = 0;
+  k_scale_min(packed, j, scale, min);
+  return int(is_min ? min : scale);
 }
 
 // Lane m's int32 of one super-block as the AVX-512 kernel's register holds it: bytes 4(m % 8)
@@ -171,7 +167,7 @@ __device__ __forceinline__ int cpu_order_k_lane_sum(const uint8_t* blk, const in
 template <QType kType, int kTokens>
 __global__ void __launch_bounds__(kInt8Threads)
     cpu_order_k_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
-  constexpr int kBytes = cpu_order_k_bytes(kType);
+  constexpr int kBytes = BlockDecoder<kType>::kBytes;
   const ProductRow r = product_row(p, row_bytes);
   if (r.row >= r.n_rows) return;
   wait_for_prerequisite();
@@ -246,7 +242,7 @@ __device__ __forceinline__ void cpu_tiled_element(const uint8_t* blk, int e, int
 template <QType kType, int kTokens, bool kFused>
 __global__ void __launch_bounds__(kInt8Threads)
     cpu_tiled_k_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
-  constexpr int kBytes = cpu_order_k_bytes(kType);
+  constexpr int kBytes = BlockDecoder<kType>::kBytes;
   const ProductRow r = product_row(p, row_bytes);
   if (r.row >= r.n_rows) return;
   wait_for_prerequisite();
