@@ -26,7 +26,8 @@ What must hold:
     AVX-512 (tests/backend/cuda_cpu_rounding_test.cpp; the H200 machine's), so the logits are the
     CPU's; elsewhere some products differ in float summation order (~1e-7), which can still flip
     an int8 rounding of a later activation. The same criteria apply in both modes; the report shows
-    how many continuations are identical in each.
+    how many continuations are identical in each. On an AVX-512 host --cpu-rounding must give the
+    CPU's last logits bit for bit and the same 64 tokens on every prompt.
 Measured values are written to $SLUICE_BUILD_DIR/cuda_parity.json.
 """
 import json
@@ -69,6 +70,18 @@ def cuda_device():
     run, _ = evaluate(model, [1], "cuda")
     if run.returncode != 0:
         pytest.skip("no CUDA backend here: " + run.stderr.decode(errors="replace").strip()[-300:])
+
+
+def cpu_backend_runs_avx512():
+    """Whether the CPU backend here picks its AVX-512 kernels (cpu::best_isa's flags), the float
+    order that --cpu-rounding replays for every weight type of these models."""
+    try:
+        text = pathlib.Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    flags = next((set(line.split(":", 1)[1].split()) for line in text.splitlines()
+                  if line.startswith("flags")), set())
+    return {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= flags
 
 
 def log_softmax(x):
@@ -120,6 +133,9 @@ def test_cuda_greedy_and_logits_match_cpu(cuda_device, capsys, name, rounding):
                      f"greedy parts at step {r['parted_at']} after a near-tie at {r['near_tie']}"))
     (BUILD_DIR / "cuda_parity.json").write_text(json.dumps(REPORT, indent=1))
     assert worst_kl <= MAX_KL, f"KL {worst_kl:.3e} > {MAX_KL}"
+    if rounding == "cpu" and cpu_backend_runs_avx512():
+        unequal = [r["prompt"] for r in rows if r["max_abs"] != 0.0 or not r["greedy_identical"]]
+        assert not unequal, f"--cpu-rounding differs from the CPU on {unequal}"
 
 
 def evaluate_steps(model, ids, continuation):

@@ -1,10 +1,8 @@
 // expert_matmul.h's select_experts: backend/expert_selection.cpp's select_and_weigh_experts on
 // the device, one block per token and one thread per expert. The scores, group scores and
 // weights take the host's float and double operations one for one (explicit rounding
-// intrinsics, no contraction), so the choice and the weights are the host's bit for bit — but
-// for exp (the sigmoid scoring, the softmax of the chosen): the host's is libm's expf, here it is
-// exp in double rounded once to float, both within a hair of the correctly rounded value, so
-// they differ by one float ulp only where that value lies at a rounding boundary. The host sorts
+// intrinsics, no contraction; exp is glibc's expf step for step, cuda_math.cuh), so the choice
+// and the weights are the host's bit for bit. The host sorts
 // with std::sort; here each expert's place is its rank, the number of experts that beat it,
 // under a total order (score, then the lower index): the same list whenever the scores are
 // distinct. The softmax scoring is softmax_rows_kernel's, bit for bit (cuda_softmax.cuh).
@@ -52,15 +50,9 @@ struct SelectionParams {
   ExpertScoring scoring;
 };
 
-// The host's std::exp(float) (libm's expf, correctly rounded but in rare cases): exp in double,
-// rounded once.
-__device__ __forceinline__ float exp_like_host(float x) {
-  return __double2float_rn(exp(double(x)));
-}
-
 // sigmoid_probability: 1 / (1 + exp(-x)) in float.
 __device__ __forceinline__ float sigmoid_like_host(float x) {
-  return __fdiv_rn(1.0f, __fadd_rn(1.0f, exp_like_host(-x)));
+  return __fdiv_rn(1.0f, __fadd_rn(1.0f, libm_expf(-x)));
 }
 
 // Group-limited routing (mask_groups on the host): a group's score is its two best scores
@@ -103,7 +95,7 @@ __device__ void weigh_chosen(const float* probs, const int32_t* chosen, const Se
     for (int c = 0; c < p.k; ++c) max = fmaxf(max, w[c]);
     double sum = 0.0;
     for (int c = 0; c < p.k; ++c) {
-      w[c] = exp_like_host(__fsub_rn(w[c], max));
+      w[c] = libm_expf(__fsub_rn(w[c], max));
       sum = __dadd_rn(sum, double(w[c]));
     }
     const float inv = __double2float_rn(__ddiv_rn(1.0, sum));
