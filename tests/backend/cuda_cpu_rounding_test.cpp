@@ -14,11 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/activation_quantize.h"
+#include "backend/cpu/vec_dot.h"
 #include "backend/cuda/cpu_order.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda_attention_case.h"
 #include "backend/cuda_libm_probe.h"
 #include "core/half.h"
+#include "quant/dot_reference.h"
 #include "quant/qtype.h"
 #include "quant/quantize.h"
 #include "quant_test_data.h"
@@ -154,6 +157,50 @@ TEST_F(CudaCpuRoundingTest, KProductsAreTheCpusBitForBitOnAvx512) {
   }
   for (QType type : {QType::Q4_K, QType::Q5_K, QType::Q6_K}) {
     expect_products_match(type, {256, 1536}, {1, 3, 8, 20});
+  }
+}
+
+// The AVX2 kernels' order, replayed where the host runs AVX-512 (the H200's): a backend told to
+// follow AVX2 against the CPU's AVX2 kernels called directly (cpu::vec_dot_kernel(type,
+// kAvx2)) on the CPU's own quantized activations, every output bit-equal. The K types and the
+// 32-element ones, one super-block and several, 1 and 3 tokens (decode products; from 8 tokens
+// the tiled order, covered above).
+TEST_F(CudaCpuRoundingTest, Avx2ProductsAreTheAvx2KernelsBitForBit) {
+  if (!cpu::isa_supported(cpu::CpuIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2 kernels";
+  cuda::CudaBackend avx2_gpu(0, /*cpu_rounding=*/true, cuda::CpuOrder::kAvx2);
+  constexpr int64_t kRows = 37;
+  for (QType type : {QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::Q8_0, QType::Q4_0, QType::Q4_1,
+                     QType::Q5_0, QType::Q5_1, QType::IQ4_NL, QType::MXFP4}) {
+    const QType act = *activation_type_for(type);
+    const cpu::VecDotKernel kernel = cpu::vec_dot_kernel(type, cpu::CpuIsa::kAvx2);
+    ASSERT_EQ(kernel.isa, cpu::CpuIsa::kAvx2) << qtype_name(type);
+    for (const int64_t n_cols : {int64_t(256), int64_t(1536)}) {
+      kept_.push_back(random_weight_rows(type, kRows, n_cols, rng_));
+      const uint8_t* w = kept_.back().data();
+      const size_t w_row = size_t(*row_bytes(type, uint64_t(n_cols)));
+      const size_t x_row = size_t(*row_bytes(act, uint64_t(n_cols)));
+      for (const int64_t n_tokens : {int64_t(1), int64_t(3)}) {
+        const auto x = uniform(size_t(n_tokens * n_cols), -2.0f, 2.0f);
+        std::vector<uint8_t> xq(x_row * size_t(n_tokens));
+        std::vector<float> expected(size_t(n_tokens * kRows));
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          cpu::activation_quantizer(act)(x.data() + t * n_cols, xq.data() + size_t(t) * x_row,
+                                         n_cols);
+          for (int64_t r = 0; r < kRows; ++r) {
+            expected[size_t(t * kRows + r)] =
+                kernel.fn(w + size_t(r) * w_row, xq.data() + size_t(t) * x_row, n_cols);
+          }
+        }
+        auto dx = upload(x);
+        auto dy = poisoned(expected.size() * sizeof(float));
+        avx2_gpu.matmul(MatrixView{type, w, n_cols, kRows}, dx.as<float>(), dy.as<float>(),
+                        n_tokens);
+        avx2_gpu.synchronize();  // its own stream; download() waits on the fixture's
+        expect_bits(download<float>(dy, expected.size()), expected,
+                    std::string(qtype_name(type)) + " AVX2, " + std::to_string(n_cols) +
+                        " columns, " + std::to_string(n_tokens) + " tokens");
+      }
+    }
   }
 }
 

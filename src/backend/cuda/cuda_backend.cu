@@ -64,10 +64,10 @@ bool inside_one_range(const std::map<uintptr_t, uintptr_t>& ranges, const void* 
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device, bool cpu_rounding)
+CudaBackend::CudaBackend(int device, bool cpu_rounding, CpuOrder cpu_order)
     : device_(select_device(device)),
       cpu_rounding_(cpu_rounding),
-      cpu_order_(cpu_rounding ? host_cpu_order() : CpuOrder::kNone) {
+      cpu_order_(cpu_rounding ? cpu_order : CpuOrder::kNone) {
   multiprocessors_ = multiprocessor_count();
   max_shared_bytes_ = max_shared_memory_per_block();
   max_copy_pitch_ = max_copy_pitch();

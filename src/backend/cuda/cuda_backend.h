@@ -42,7 +42,11 @@ namespace sluice::cuda {
 class CudaBackend final : public Backend {
  public:
   // cpu_rounding: every product and attention rounds as CpuBackend does (see cpu_rounding()).
-  explicit CudaBackend(int device = 0, bool cpu_rounding = false);  // throws without the device
+  // Throws without the device. cpu_order: whose CPU kernels' float order the products replay
+  // under cpu_rounding (cpu_order.h): this host's by default; a test may ask for AVX2's on an
+  // AVX-512 host.
+  explicit CudaBackend(int device = 0, bool cpu_rounding = false,
+                       CpuOrder cpu_order = host_cpu_order());
   ~CudaBackend() override;  // frees what allocate() gave and was not deallocated
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;

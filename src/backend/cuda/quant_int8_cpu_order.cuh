@@ -1,7 +1,8 @@
-// Internal to backend/cuda (included by quant_int8_matvec.cuh): the 32-element types' decode
-// products under --cpu-rounding, in the float order of the CPU backend's kernels, so that every
-// output is the CPU's bit for bit (cpu_order.h). Integer sums of 4 products are exact in any
-// order; only the float operations are replayed:
+// Internal to backend/cuda (included by quant_int8_matvec.cuh): the decode products of the
+// 32-element types and of Q4_K / Q5_K / Q6_K under --cpu-rounding, in the float order of the CPU
+// backend's kernels, so that every output is the CPU's bit for bit (cpu_order.h). Integer sums
+// of 4 products are exact in any order; only the float operations are replayed. The 32-element
+// types:
 //   AVX-512 (backend/cpu/vec_dot_q_avx512.cpp): 16 accumulator lanes, blocks in pairs — lane l
 //     holds elements 4(l % 8) .. +3 of block 2i + l / 8 — each step acc = fma(isum, dw * dx,
 //     acc), a lone last block's partner lanes fma(0, 0, acc); then GCC's _mm512_reduce_add_ps
@@ -100,8 +101,8 @@ __global__ void __launch_bounds__(kInt8Threads)
   allow_dependent_launch();
 }
 
-// The K types the CPU's AVX-512 table multiplies itself (vec_dot_k_avx512.cpp: Q4_K, Q5_K,
-// Q6_K); the others run AVX2 code there, not replayed.
+// The K types whose CPU kernels (vec_dot_k_avx512.cpp, vec_dot_k_avx2.cpp) are replayed: Q4_K,
+// Q5_K, Q6_K; the others keep the device's order.
 __host__ __device__ constexpr bool has_cpu_order_k(QType type) {
   return type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K;
 }
@@ -160,14 +161,21 @@ __device__ __forceinline__ int cpu_order_k_lane_sum(const uint8_t* blk, const in
   return sumi;
 }
 
-// The K types' products in the AVX-512 kernels' order: per super-block acc = fma(d, sumi, acc)
-// in 16 lanes; Q4_K / Q5_K's minimums fma(dmin, bsum pairs * min, acc_min) in 8 lanes, taken
-// off after both reductions; Q6_K's -32 as fma(-32 d, scale-weighted bsum pairs, acc) in lanes
-// 0-7 (the other 8 get fma(-32 d, 0, acc)). One warp per row, lanes 0-15 working.
-template <QType kType, int kTokens>
+// The K types' products in the CPU kernels' order, one warp per row.
+// AVX-512 (vec_dot_k_avx512.cpp), lanes 0-15: per super-block acc = fma(d, sumi, acc); Q4_K /
+//   Q5_K's minimums fma(dmin, bsum pairs * min, acc_min) in 8 lanes, taken off after both
+//   reductions; Q6_K's -32 as fma(-32 d, scale-weighted bsum pairs, acc) in lanes 0-7 (the
+//   other 8 get fma(-32 d, 0, acc)).
+// AVX2 (vec_dot_k_avx2.cpp), lanes 0-7: lane m's integer is the AVX-512 lanes m and m + 8
+//   together (the same bytes, 32 elements apart); Q6_K's -32 folded into it as an integer;
+//   Q4_K's minimums in 4 lanes (sub-block pairs) times -dmin, added after ((m0 + m2) + (m1 +
+//   m3)); Q5_K's as AVX-512's. Reductions: hsum_ps (l + l^4, ^2, ^1).
+template <QType kType, int kTokens, bool kAvx512>
 __global__ void __launch_bounds__(kInt8Threads)
     cpu_order_k_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
   constexpr int kBytes = BlockDecoder<kType>::kBytes;
+  constexpr int kLanes = kAvx512 ? 16 : 8;
+  constexpr bool kQ4Avx2Mins = !kAvx512 && kType == QType::Q4_K;  // 4 lanes, added
   const ProductRow r = product_row(p, row_bytes);
   if (r.row >= r.n_rows) return;
   wait_for_prerequisite();
@@ -175,22 +183,36 @@ __global__ void __launch_bounds__(kInt8Threads)
   const int64_t n_super = n_cols / 256;
   for (int t = 0; t < kTokens; ++t) {
     float acc = 0.0f, acc_min = 0.0f;
-    if (m < 16) {
+    if (m < kLanes) {
       for (int64_t s = 0; s < n_super; ++s) {
         const uint8_t* blk = r.row_ptr + s * kBytes;
         const float xd = __ldg(q.d + t * n_super + s);
         const int16_t* bsums = q.bsums + t * (n_cols / 16) + 16 * s;
-        const int sumi = cpu_order_k_lane_sum<kType>(blk, q.qs + t * n_cols + 256 * s, m);
+        const int8_t* x = q.qs + t * n_cols + 256 * s;
+        int sumi = cpu_order_k_lane_sum<kType>(blk, x, m);
+        if constexpr (!kAvx512) sumi += cpu_order_k_lane_sum<kType>(blk, x, m + 8);
         if constexpr (kType == QType::Q6_K) {
           const float d = __fmul_rn(half_at(blk + 208), xd);
-          acc = __fmaf_rn(d, float(sumi), acc);
           const auto* scales = reinterpret_cast<const int8_t*>(blk + 192);
           const int offset =
               m < 8 ? bsums[2 * m] * scales[2 * m] + bsums[2 * m + 1] * scales[2 * m + 1] : 0;
-          acc = __fmaf_rn(__fmul_rn(-32.0f, d), float(offset), acc);
+          if constexpr (kAvx512) {
+            acc = __fmaf_rn(d, float(sumi), acc);
+            acc = __fmaf_rn(__fmul_rn(-32.0f, d), float(offset), acc);
+          } else {
+            acc = __fmaf_rn(d, float(sumi - 32 * offset), acc);
+          }
         } else {
           acc = __fmaf_rn(__fmul_rn(half_at(blk), xd), float(sumi), acc);
-          if (m < 8) {
+          if constexpr (kQ4Avx2Mins) {
+            if (m < 4) {
+              const int pair0 = bsums[4 * m] + bsums[4 * m + 1];
+              const int pair1 = bsums[4 * m + 2] + bsums[4 * m + 3];
+              const int mins = k4_scale(blk + 4, 2 * m, true) * pair0 +
+                               k4_scale(blk + 4, 2 * m + 1, true) * pair1;
+              acc_min = __fmaf_rn(__fmul_rn(-xd, half_at(blk + 2)), float(mins), acc_min);
+            }
+          } else if (m < 8) {
             const int mins = (bsums[2 * m] + bsums[2 * m + 1]) * k4_scale(blk + 4, m, true);
             acc_min = __fmaf_rn(__fmul_rn(half_at(blk + 2), xd), float(mins), acc_min);
           }
@@ -198,14 +220,18 @@ __global__ void __launch_bounds__(kInt8Threads)
       }
     }
     float sum = acc;
-    for (int offset = 8; offset > 0; offset /= 2) {
+    for (int offset = kLanes / 2; offset > 0; offset /= 2) {
       sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
     }
     float sum_min = acc_min;
-    for (int offset = 4; offset > 0; offset /= 2) {
+    for (int offset = kQ4Avx2Mins ? 2 : 4; offset > 0; offset /= 2) {
       sum_min = __fadd_rn(sum_min, __shfl_xor_sync(0xffffffffu, sum_min, offset));
     }
-    if (m == 0) r.y[t * r.n_rows] = kType == QType::Q6_K ? sum : __fsub_rn(sum, sum_min);
+    if (m == 0) {
+      r.y[t * r.n_rows] = kType == QType::Q6_K ? sum
+                          : kQ4Avx2Mins        ? __fadd_rn(sum, sum_min)
+                                               : __fsub_rn(sum, sum_min);
+    }
   }
   allow_dependent_launch();
 }

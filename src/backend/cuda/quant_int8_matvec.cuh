@@ -658,8 +658,12 @@ bool launch_int8_matvec_tokens(const ProductList& p, int64_t row_bytes, int64_t 
                                      stream, error, p, row_bytes, q, n_cols);
       }
       if (order == CpuOrder::kAvx512) {
-        return launch_after_quantize(cpu_order_k_matvec_kernel<kType, kTokens>, blocks, stream,
-                                     error, p, row_bytes, q, n_cols);
+        return launch_after_quantize(cpu_order_k_matvec_kernel<kType, kTokens, true>, blocks,
+                                     stream, error, p, row_bytes, q, n_cols);
+      }
+      if (order == CpuOrder::kAvx2) {
+        return launch_after_quantize(cpu_order_k_matvec_kernel<kType, kTokens, false>, blocks,
+                                     stream, error, p, row_bytes, q, n_cols);
       }
     }
     return launch_after_quantize(int8_matvec_kernel<kType, kTokens>, blocks, stream, error, p,
