@@ -101,10 +101,22 @@ __global__ void __launch_bounds__(kInt8Threads)
   allow_dependent_launch();
 }
 
-// The K types whose CPU kernels (vec_dot_k_avx512.cpp, vec_dot_k_avx2.cpp) are replayed: Q4_K,
-// Q5_K, Q6_K; the others keep the device's order.
+// The K types whose CPU kernels (vec_dot_k_avx512.cpp, vec_dot_k_avx2.cpp, the tiled matmul)
+// are replayed; the others keep the device's order. Q2_K and Q3_K have AVX2 kernels only, which
+// an AVX-512 host runs too.
 __host__ __device__ constexpr bool has_cpu_order_k(QType type) {
-  return type == QType::Q4_K || type == QType::Q5_K || type == QType::Q6_K;
+  return type == QType::Q2_K || type == QType::Q3_K || type == QType::Q4_K || type == QType::Q5_K ||
+         type == QType::Q6_K;
+}
+__host__ __device__ constexpr bool avx2_only_k(QType type) {
+  return type == QType::Q2_K || type == QType::Q3_K;
+}
+// Where a super-block keeps d and dmin (f16), and whether it has minimums.
+__host__ __device__ constexpr int k_d_offset(QType type) {
+  return type == QType::Q2_K ? 80 : type == QType::Q3_K ? 108 : type == QType::Q6_K ? 208 : 0;
+}
+__host__ __device__ constexpr bool k_has_min(QType type) {
+  return type == QType::Q2_K || type == QType::Q4_K || type == QType::Q5_K;
 }
 
 __device__ __forceinline__ uint32_t load4(const uint8_t* p) {
@@ -120,6 +132,35 @@ __device__ __forceinline__ int k4_scale(const uint8_t* packed, int j, bool is_mi
   uint32_t scale = 0, min = 0;
   k_scale_min(packed, j, scale, min);
   return int(is_min ? min : scale);
+}
+
+// Q3_K's signed 6-bit scale of 16-element sub-block k, from the 12 packed bytes.
+__device__ __forceinline__ int q3_k_scale(const uint8_t* packed, int k) {
+  const int low = (packed[k % 8] >> (4 * (k / 8))) & 0xf;
+  const int high = (packed[8 + k % 4] >> (2 * (k / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// Lane l's int32 of one Q2_K / Q3_K super-block as the CPU's AVX2 kernel holds it: bytes 4l ..
+// +3 of each 32-element chunk c (2 bits at shift 2(c % 4) of the 32-byte half c / 4; Q3_K's
+// hmask bit c on top, unsigned), times the scale of the chunk's 16-element half, 2c + (l >= 4).
+template <QType kType>
+__device__ __forceinline__ int avx2_k23_lane_sum(const uint8_t* blk, const int8_t* x, int l) {
+  const uint8_t* qs = blk + (kType == QType::Q2_K ? 16 : 32);
+  int sumi = 0;
+  for (int c = 0; c < 8; ++c) {
+    uint32_t w = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int b = 4 * l + k;
+      uint32_t v = (qs[32 * (c / 4) + b] >> (2 * (c % 4))) & 3;
+      if constexpr (kType == QType::Q3_K) v |= ((blk[b] >> c) & 1) << 2;
+      w |= v << (8 * k);
+    }
+    const int g = 2 * c + int(l >= 4);
+    const int scale = kType == QType::Q2_K ? blk[g] & 0xf : q3_k_scale(blk + 96, g);
+    sumi += __dp4a(int(w), *reinterpret_cast<const int*>(x + 32 * c + 4 * l), 0) * scale;
+  }
+  return sumi;
 }
 
 // Lane m's int32 of one super-block as the AVX-512 kernel's register holds it: bytes 4(m % 8)
@@ -167,9 +208,10 @@ __device__ __forceinline__ int cpu_order_k_lane_sum(const uint8_t* blk, const in
 //   reductions; Q6_K's -32 as fma(-32 d, scale-weighted bsum pairs, acc) in lanes 0-7 (the
 //   other 8 get fma(-32 d, 0, acc)).
 // AVX2 (vec_dot_k_avx2.cpp), lanes 0-7: lane m's integer is the AVX-512 lanes m and m + 8
-//   together (the same bytes, 32 elements apart); Q6_K's -32 folded into it as an integer;
-//   Q4_K's minimums in 4 lanes (sub-block pairs) times -dmin, added after ((m0 + m2) + (m1 +
-//   m3)); Q5_K's as AVX-512's. Reductions: hsum_ps (l + l^4, ^2, ^1).
+//   together (the same bytes, 32 elements apart), or avx2_k23_lane_sum's; Q6_K's -32 and Q3_K's
+//   -4 folded into it as integers (bsum pairs 2m, 2m + 1 times their scales); Q4_K's minimums
+//   in 4 lanes (sub-block pairs) times -dmin, added after ((m0 + m2) + (m1 + m3)); Q5_K's as
+//   AVX-512's, Q2_K's per bsum pair 2m, 2m + 1. Reductions: hsum_ps (l + l^4, ^2, ^1).
 template <QType kType, int kTokens, bool kAvx512>
 __global__ void __launch_bounds__(kInt8Threads)
     cpu_order_k_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
@@ -189,9 +231,24 @@ __global__ void __launch_bounds__(kInt8Threads)
         const float xd = __ldg(q.d + t * n_super + s);
         const int16_t* bsums = q.bsums + t * (n_cols / 16) + 16 * s;
         const int8_t* x = q.qs + t * n_cols + 256 * s;
-        int sumi = cpu_order_k_lane_sum<kType>(blk, x, m);
-        if constexpr (!kAvx512) sumi += cpu_order_k_lane_sum<kType>(blk, x, m + 8);
-        if constexpr (kType == QType::Q6_K) {
+        int sumi = 0;
+        if constexpr (avx2_only_k(kType)) {
+          static_assert(!kAvx512, "Q2_K / Q3_K have AVX2 kernels only");
+          sumi = avx2_k23_lane_sum<kType>(blk, x, m);
+        } else {
+          sumi = cpu_order_k_lane_sum<kType>(blk, x, m);
+          if constexpr (!kAvx512) sumi += cpu_order_k_lane_sum<kType>(blk, x, m + 8);
+        }
+        if constexpr (kType == QType::Q3_K) {
+          const int offset = bsums[2 * m] * q3_k_scale(blk + 96, 2 * m) +
+                             bsums[2 * m + 1] * q3_k_scale(blk + 96, 2 * m + 1);
+          acc = __fmaf_rn(__fmul_rn(half_at(blk + 108), xd), float(sumi - 4 * offset), acc);
+        } else if constexpr (kType == QType::Q2_K) {
+          acc = __fmaf_rn(__fmul_rn(xd, half_at(blk + 80)), float(sumi), acc);
+          const int mins =
+              bsums[2 * m] * (blk[2 * m] >> 4) + bsums[2 * m + 1] * (blk[2 * m + 1] >> 4);
+          acc_min = __fmaf_rn(__fmul_rn(xd, half_at(blk + 82)), float(mins), acc_min);
+        } else if constexpr (kType == QType::Q6_K) {
           const float d = __fmul_rn(half_at(blk + 208), xd);
           const auto* scales = reinterpret_cast<const int8_t*>(blk + 192);
           const int offset =
@@ -228,9 +285,9 @@ __global__ void __launch_bounds__(kInt8Threads)
       sum_min = __fadd_rn(sum_min, __shfl_xor_sync(0xffffffffu, sum_min, offset));
     }
     if (m == 0) {
-      r.y[t * r.n_rows] = kType == QType::Q6_K ? sum
-                          : kQ4Avx2Mins        ? __fadd_rn(sum, sum_min)
-                                               : __fsub_rn(sum, sum_min);
+      r.y[t * r.n_rows] = !k_has_min(kType) ? sum
+                          : kQ4Avx2Mins     ? __fadd_rn(sum, sum_min)
+                                            : __fsub_rn(sum, sum_min);
     }
   }
   allow_dependent_launch();
@@ -241,7 +298,21 @@ __global__ void __launch_bounds__(kInt8Threads)
 template <QType kType>
 __device__ __forceinline__ void cpu_tiled_element(const uint8_t* blk, int e, int* value, int* scale,
                                                   int* min) {
-  if constexpr (kType == QType::Q6_K) {
+  if constexpr (avx2_only_k(kType)) {
+    // Byte e % 32 of half e / 128 at shift 2((e / 32) % 4); Q3_K: minus 4 where hmask's bit
+    // e / 32 is clear.
+    const uint8_t* qs = blk + (kType == QType::Q2_K ? 16 : 32);
+    const int group = e / 32;
+    *value = (qs[32 * (group / 4) + e % 32] >> (2 * (group % 4))) & 3;
+    if constexpr (kType == QType::Q2_K) {
+      *scale = blk[e / 16] & 0xf;
+      *min = blk[e / 16] >> 4;
+    } else {
+      if (((blk[e % 32] >> group) & 1) == 0) *value -= 4;
+      *scale = q3_k_scale(blk + 96, e / 16);
+      *min = 0;
+    }
+  } else if constexpr (kType == QType::Q6_K) {
     const int h = e / 128, second = (e % 128) / 64, b = e % 64;
     const uint8_t ql = blk[64 * h + b];
     const int high_bits = b < 32 ? blk[128 + 32 * h + b] : blk[128 + 32 * h + b - 32] >> 2;
@@ -280,7 +351,7 @@ __global__ void __launch_bounds__(kInt8Threads)
     int values[8], scale = 0, min = 0;
     for (int k = 0; k < 8; ++k)
       cpu_tiled_element<kType>(blk, 8 * lane + k, &values[k], &scale, &min);
-    const float d = half_at(kType == QType::Q6_K ? blk + 208 : blk);
+    const float d = half_at(blk + k_d_offset(kType));
     for (int t = 0; t < kTokens; ++t) {
       const int8_t* x = q.qs + t * n_cols + 256 * s + 8 * lane;
       int s1 = 0;
@@ -293,7 +364,9 @@ __global__ void __launch_bounds__(kInt8Threads)
         s2 += __shfl_xor_sync(0xffffffffu, s2, offset);
       }
       float res = __fmul_rn(d, float(s1));
-      if constexpr (kType != QType::Q6_K) res = __fmaf_rn(-half_at(blk + 2), float(s2), res);
+      if constexpr (k_has_min(kType)) {
+        res = __fmaf_rn(-half_at(blk + k_d_offset(kType) + 2), float(s2), res);
+      }
       const float dx = __ldg(q.d + t * n_super + s);
       acc[t] = kFused ? __fmaf_rn(res, dx, acc[t]) : __fadd_rn(acc[t], __fmul_rn(res, dx));
     }

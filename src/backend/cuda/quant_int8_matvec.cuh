@@ -657,11 +657,13 @@ bool launch_int8_matvec_tokens(const ProductList& p, int64_t row_bytes, int64_t 
         return launch_after_quantize(cpu_tiled_k_matvec_kernel<kType, kTokens, true>, blocks,
                                      stream, error, p, row_bytes, q, n_cols);
       }
-      if (order == CpuOrder::kAvx512) {
-        return launch_after_quantize(cpu_order_k_matvec_kernel<kType, kTokens, true>, blocks,
-                                     stream, error, p, row_bytes, q, n_cols);
+      if constexpr (!avx2_only_k(kType)) {
+        if (order == CpuOrder::kAvx512) {
+          return launch_after_quantize(cpu_order_k_matvec_kernel<kType, kTokens, true>, blocks,
+                                       stream, error, p, row_bytes, q, n_cols);
+        }
       }
-      if (order == CpuOrder::kAvx2) {
+      if (order != CpuOrder::kNone) {
         return launch_after_quantize(cpu_order_k_matvec_kernel<kType, kTokens, false>, blocks,
                                      stream, error, p, row_bytes, q, n_cols);
       }
