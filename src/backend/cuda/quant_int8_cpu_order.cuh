@@ -101,15 +101,15 @@ __global__ void __launch_bounds__(kInt8Threads)
   allow_dependent_launch();
 }
 
-// The K types whose CPU kernels (vec_dot_k_avx512.cpp, vec_dot_k_avx2.cpp, the tiled matmul)
-// are replayed; the others keep the device's order. Q2_K and Q3_K have AVX2 kernels only, which
-// an AVX-512 host runs too.
+// The 256-element types whose CPU kernels (vec_dot_k_avx512.cpp, vec_dot_k_avx2.cpp,
+// vec_dot_iq_avx2.cpp, the tiled matmul) are replayed; the others (the IQ grids) keep the
+// device's order. Q2_K, Q3_K and IQ4_XS have AVX2 kernels only, which an AVX-512 host runs too.
 __host__ __device__ constexpr bool has_cpu_order_k(QType type) {
   return type == QType::Q2_K || type == QType::Q3_K || type == QType::Q4_K || type == QType::Q5_K ||
-         type == QType::Q6_K;
+         type == QType::Q6_K || type == QType::IQ4_XS;
 }
 __host__ __device__ constexpr bool avx2_only_k(QType type) {
-  return type == QType::Q2_K || type == QType::Q3_K;
+  return type == QType::Q2_K || type == QType::Q3_K || type == QType::IQ4_XS;
 }
 // Where a super-block keeps d and dmin (f16), and whether it has minimums.
 __host__ __device__ constexpr int k_d_offset(QType type) {
@@ -141,23 +141,40 @@ __device__ __forceinline__ int q3_k_scale(const uint8_t* packed, int k) {
   return (low | (high << 4)) - 32;
 }
 
-// Lane l's int32 of one Q2_K / Q3_K super-block as the CPU's AVX2 kernel holds it: bytes 4l ..
-// +3 of each 32-element chunk c (2 bits at shift 2(c % 4) of the 32-byte half c / 4; Q3_K's
-// hmask bit c on top, unsigned), times the scale of the chunk's 16-element half, 2c + (l >= 4).
+// IQ4_XS's signed 6-bit scale of 32-element sub-block ib (d, scales_h, scales_l[4], qs).
+__device__ __forceinline__ int iq4_xs_scale(const uint8_t* blk, int ib) {
+  const int low = (blk[4 + ib / 2] >> (4 * (ib % 2))) & 0xf;
+  const int high = ((blk[2] | blk[3] << 8) >> (2 * ib)) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// Lane l's int32 of one super-block as the CPU's AVX2 kernel of an AVX2-only type holds it:
+// elements 4l .. +3 of each 32-element chunk c times the scale they fall under.
+//   Q2_K / Q3_K: 2 bits at shift 2(c % 4) of byte 4l + k of the 32-byte half c / 4 (Q3_K's
+//     hmask bit c on top, unsigned), the scale of the chunk's 16-element half, 2c + (l >= 4).
+//   IQ4_XS: the low nibbles of bytes 4l .. of sub-block c's 16 (lanes 0-3) or the high ones of
+//     bytes 4(l - 4) .. (lanes 4-7), through the IQ4_NL table; the sub-block's scale.
 template <QType kType>
-__device__ __forceinline__ int avx2_k23_lane_sum(const uint8_t* blk, const int8_t* x, int l) {
-  const uint8_t* qs = blk + (kType == QType::Q2_K ? 16 : 32);
+__device__ __forceinline__ int avx2_only_lane_sum(const uint8_t* blk, const int8_t* x, int l) {
   int sumi = 0;
   for (int c = 0; c < 8; ++c) {
     uint32_t w = 0;
-    for (int k = 0; k < 4; ++k) {
-      const int b = 4 * l + k;
-      uint32_t v = (qs[32 * (c / 4) + b] >> (2 * (c % 4))) & 3;
-      if constexpr (kType == QType::Q3_K) v |= ((blk[b] >> c) & 1) << 2;
-      w |= v << (8 * k);
+    int scale = 0;
+    if constexpr (kType == QType::IQ4_XS) {
+      const int2 v = iq4nl_lookup(load4(blk + 8 + 16 * c + 4 * (l % 4)));
+      w = uint32_t(l < 4 ? v.x : v.y);
+      scale = iq4_xs_scale(blk, c);
+    } else {
+      const uint8_t* qs = blk + (kType == QType::Q2_K ? 16 : 32);
+      for (int k = 0; k < 4; ++k) {
+        const int b = 4 * l + k;
+        uint32_t v = (qs[32 * (c / 4) + b] >> (2 * (c % 4))) & 3;
+        if constexpr (kType == QType::Q3_K) v |= ((blk[b] >> c) & 1) << 2;
+        w |= v << (8 * k);
+      }
+      const int g = 2 * c + int(l >= 4);
+      scale = kType == QType::Q2_K ? blk[g] & 0xf : q3_k_scale(blk + 96, g);
     }
-    const int g = 2 * c + int(l >= 4);
-    const int scale = kType == QType::Q2_K ? blk[g] & 0xf : q3_k_scale(blk + 96, g);
     sumi += __dp4a(int(w), *reinterpret_cast<const int*>(x + 32 * c + 4 * l), 0) * scale;
   }
   return sumi;
@@ -207,11 +224,11 @@ __device__ __forceinline__ int cpu_order_k_lane_sum(const uint8_t* blk, const in
 //   Q5_K's minimums fma(dmin, bsum pairs * min, acc_min) in 8 lanes, taken off after both
 //   reductions; Q6_K's -32 as fma(-32 d, scale-weighted bsum pairs, acc) in lanes 0-7 (the
 //   other 8 get fma(-32 d, 0, acc)).
-// AVX2 (vec_dot_k_avx2.cpp), lanes 0-7: lane m's integer is the AVX-512 lanes m and m + 8
-//   together (the same bytes, 32 elements apart), or avx2_k23_lane_sum's; Q6_K's -32 and Q3_K's
-//   -4 folded into it as integers (bsum pairs 2m, 2m + 1 times their scales); Q4_K's minimums
-//   in 4 lanes (sub-block pairs) times -dmin, added after ((m0 + m2) + (m1 + m3)); Q5_K's as
-//   AVX-512's, Q2_K's per bsum pair 2m, 2m + 1. Reductions: hsum_ps (l + l^4, ^2, ^1).
+// AVX2 (vec_dot_k_avx2.cpp, vec_dot_iq_avx2.cpp), lanes 0-7: lane m's integer is the AVX-512
+//   lanes m and m + 8 together (the same bytes, 32 elements apart), or avx2_only_lane_sum's; Q6_K's
+//   -32 and Q3_K's -4 folded into it as integers (bsum pairs 2m, 2m + 1 times their scales); Q4_K's
+//   minimums in 4 lanes (sub-block pairs) times -dmin, added after ((m0 + m2) + (m1 + m3)); Q5_K's
+//   as AVX-512's, Q2_K's per bsum pair 2m, 2m + 1. Reductions: hsum_ps (l + l^4, ^2, ^1).
 template <QType kType, int kTokens, bool kAvx512>
 __global__ void __launch_bounds__(kInt8Threads)
     cpu_order_k_matvec_kernel(ProductList p, int64_t row_bytes, QuantizedRows q, int64_t n_cols) {
@@ -233,8 +250,8 @@ __global__ void __launch_bounds__(kInt8Threads)
         const int8_t* x = q.qs + t * n_cols + 256 * s;
         int sumi = 0;
         if constexpr (avx2_only_k(kType)) {
-          static_assert(!kAvx512, "Q2_K / Q3_K have AVX2 kernels only");
-          sumi = avx2_k23_lane_sum<kType>(blk, x, m);
+          static_assert(!kAvx512, "Q2_K / Q3_K / IQ4_XS have AVX2 kernels only");
+          sumi = avx2_only_lane_sum<kType>(blk, x, m);
         } else {
           sumi = cpu_order_k_lane_sum<kType>(blk, x, m);
           if constexpr (!kAvx512) sumi += cpu_order_k_lane_sum<kType>(blk, x, m + 8);
@@ -248,6 +265,8 @@ __global__ void __launch_bounds__(kInt8Threads)
           const int mins =
               bsums[2 * m] * (blk[2 * m] >> 4) + bsums[2 * m + 1] * (blk[2 * m + 1] >> 4);
           acc_min = __fmaf_rn(__fmul_rn(xd, half_at(blk + 82)), float(mins), acc_min);
+        } else if constexpr (kType == QType::IQ4_XS) {
+          acc = __fmaf_rn(__fmul_rn(half_at(blk), xd), float(sumi), acc);
         } else if constexpr (kType == QType::Q6_K) {
           const float d = __fmul_rn(half_at(blk + 208), xd);
           const auto* scales = reinterpret_cast<const int8_t*>(blk + 192);
@@ -298,7 +317,15 @@ __global__ void __launch_bounds__(kInt8Threads)
 template <QType kType>
 __device__ __forceinline__ void cpu_tiled_element(const uint8_t* blk, int e, int* value, int* scale,
                                                   int* min) {
-  if constexpr (avx2_only_k(kType)) {
+  if constexpr (kType == QType::IQ4_XS) {
+    // Sub-block e / 32: the low nibbles of its 16 bytes, then the high ones.
+    const int ib = e / 32, j = e % 32;
+    const uint8_t q = blk[8 + 16 * ib + j % 16];
+    const int2 v = iq4nl_lookup(q);  // byte 0: the low nibble's value (x), the high one's (y)
+    *value = int8_t((j < 16 ? v.x : v.y) & 0xff);
+    *scale = iq4_xs_scale(blk, ib);
+    *min = 0;
+  } else if constexpr (avx2_only_k(kType)) {
     // Byte e % 32 of half e / 128 at shift 2((e / 32) % 4); Q3_K: minus 4 where hmask's bit
     // e / 32 is clear.
     const uint8_t* qs = blk + (kType == QType::Q2_K ? 16 : 32);
