@@ -101,15 +101,23 @@ __global__ void __launch_bounds__(kInt8Threads)
   allow_dependent_launch();
 }
 
+// The grid IQ types whose CPU kernels (vec_dot_iq_avx2.cpp) are replayed (IQ1_S / IQ1_M are not:
+// their deltas fold into the weights there).
+__host__ __device__ constexpr bool is_cpu_order_grid(QType type) {
+  return type == QType::IQ2_XXS || type == QType::IQ2_XS || type == QType::IQ2_S ||
+         type == QType::IQ3_XXS || type == QType::IQ3_S;
+}
 // The 256-element types whose CPU kernels (vec_dot_k_avx512.cpp, vec_dot_k_avx2.cpp,
-// vec_dot_iq_avx2.cpp, the tiled matmul) are replayed; the others (the IQ grids) keep the
-// device's order. Q2_K, Q3_K and IQ4_XS have AVX2 kernels only, which an AVX-512 host runs too.
+// vec_dot_iq_avx2.cpp, the tiled matmul) are replayed; the others (IQ1_S, IQ1_M) keep the
+// device's order. All but Q4_K / Q5_K / Q6_K have AVX2 kernels only, which an AVX-512 host runs
+// too.
 __host__ __device__ constexpr bool has_cpu_order_k(QType type) {
   return type == QType::Q2_K || type == QType::Q3_K || type == QType::Q4_K || type == QType::Q5_K ||
-         type == QType::Q6_K || type == QType::IQ4_XS;
+         type == QType::Q6_K || type == QType::IQ4_XS || is_cpu_order_grid(type);
 }
 __host__ __device__ constexpr bool avx2_only_k(QType type) {
-  return type == QType::Q2_K || type == QType::Q3_K || type == QType::IQ4_XS;
+  return type == QType::Q2_K || type == QType::Q3_K || type == QType::IQ4_XS ||
+         is_cpu_order_grid(type);
 }
 // Where a super-block keeps d and dmin (f16), and whether it has minimums.
 __host__ __device__ constexpr int k_d_offset(QType type) {
@@ -154,13 +162,21 @@ __device__ __forceinline__ int iq4_xs_scale(const uint8_t* blk, int ib) {
 //     hmask bit c on top, unsigned), the scale of the chunk's 16-element half, 2c + (l >= 4).
 //   IQ4_XS: the low nibbles of bytes 4l .. of sub-block c's 16 (lanes 0-3) or the high ones of
 //     bytes 4(l - 4) .. (lanes 4-7), through the IQ4_NL table; the sub-block's scale.
+//   Grid types: sub-block c's signed values (Int8Piece's decode) 4l .. 4l + 3, the scale of the
+//     half they fall in.
 template <QType kType>
 __device__ __forceinline__ int avx2_only_lane_sum(const uint8_t* blk, const int8_t* x, int l) {
   int sumi = 0;
   for (int c = 0; c < 8; ++c) {
     uint32_t w = 0;
     int scale = 0;
-    if constexpr (kType == QType::IQ4_XS) {
+    if constexpr (is_cpu_order_grid(kType)) {
+      uint32_t values[8];
+      int s0 = 0, s1 = 0;
+      Int8Piece<kType, 1>::decode(blk, c, values, s0, s1);
+      w = values[l];
+      scale = l < 4 ? s0 : s1;
+    } else if constexpr (kType == QType::IQ4_XS) {
       const int2 v = iq4nl_lookup(load4(blk + 8 + 16 * c + 4 * (l % 4)));
       w = uint32_t(l < 4 ? v.x : v.y);
       scale = iq4_xs_scale(blk, c);
@@ -265,7 +281,7 @@ __global__ void __launch_bounds__(kInt8Threads)
           const int mins =
               bsums[2 * m] * (blk[2 * m] >> 4) + bsums[2 * m + 1] * (blk[2 * m + 1] >> 4);
           acc_min = __fmaf_rn(__fmul_rn(xd, half_at(blk + 82)), float(mins), acc_min);
-        } else if constexpr (kType == QType::IQ4_XS) {
+        } else if constexpr (kType == QType::IQ4_XS || is_cpu_order_grid(kType)) {
           acc = __fmaf_rn(__fmul_rn(half_at(blk), xd), float(sumi), acc);
         } else if constexpr (kType == QType::Q6_K) {
           const float d = __fmul_rn(half_at(blk + 208), xd);
@@ -303,6 +319,7 @@ __global__ void __launch_bounds__(kInt8Threads)
     for (int offset = kQ4Avx2Mins ? 2 : 4; offset > 0; offset /= 2) {
       sum_min = __fadd_rn(sum_min, __shfl_xor_sync(0xffffffffu, sum_min, offset));
     }
+    if constexpr (is_cpu_order_grid(kType)) sum = __fmul_rn(Int8Piece<kType, 1>::kFactor, sum);
     if (m == 0) {
       r.y[t * r.n_rows] = !k_has_min(kType) ? sum
                           : kQ4Avx2Mins     ? __fadd_rn(sum, sum_min)
@@ -317,7 +334,14 @@ __global__ void __launch_bounds__(kInt8Threads)
 template <QType kType>
 __device__ __forceinline__ void cpu_tiled_element(const uint8_t* blk, int e, int* value, int* scale,
                                                   int* min) {
-  if constexpr (kType == QType::IQ4_XS) {
+  if constexpr (is_cpu_order_grid(kType)) {
+    uint32_t values[8];
+    int s0 = 0, s1 = 0;
+    Int8Piece<kType, 1>::decode(blk, e / 32, values, s0, s1);
+    *value = int8_t((values[(e % 32) / 4] >> (8 * (e % 4))) & 0xff);
+    *scale = e % 32 < 16 ? s0 : s1;
+    *min = 0;
+  } else if constexpr (kType == QType::IQ4_XS) {
     // Sub-block e / 32: the low nibbles of its 16 bytes, then the high ones.
     const int ib = e / 32, j = e % 32;
     const uint8_t q = blk[8 + 16 * ib + j % 16];
@@ -378,7 +402,8 @@ __global__ void __launch_bounds__(kInt8Threads)
     int values[8], scale = 0, min = 0;
     for (int k = 0; k < 8; ++k)
       cpu_tiled_element<kType>(blk, 8 * lane + k, &values[k], &scale, &min);
-    const float d = half_at(blk + k_d_offset(kType));
+    float d = half_at(blk + k_d_offset(kType));
+    if constexpr (is_cpu_order_grid(kType)) d = __fmul_rn(d, Int8Piece<kType, 1>::kFactor);
     for (int t = 0; t < kTokens; ++t) {
       const int8_t* x = q.qs + t * n_cols + 256 * s + 8 * lane;
       int s1 = 0;

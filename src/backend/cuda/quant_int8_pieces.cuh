@@ -113,21 +113,30 @@ __device__ __forceinline__ void grid_sub_block(const uint32_t (&w)[8], int ib, i
   }
 }
 
+// The five grid types' pieces also decode a sub-block apart (decode: its 32 signed values,
+// elements 0..15 in w[0..3], and the scales of its two halves), which --cpu-rounding's
+// CPU-order kernels use (quant_int8_cpu_order.cuh); kFactor is the reference's final factor.
+
 // IQ2_XXS (66 bytes): d, then per 32 elements 4 grid indices and a word of four 7-bit sign
 // indices plus a 4-bit scale; the reference multiplies the sum by 1/8.
 template <int kTokens>
 struct Int8Piece<QType::IQ2_XXS, kTokens> {
   static constexpr int kBytes = 66;
-  __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
-                             int64_t block, float* acc) {
+  static constexpr float kFactor = 0.125f;
+  __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
     const uint32_t aux0 = ldg_u32_a2(b + 2 + 8 * ib), aux1 = ldg_u32_a2(b + 6 + 8 * ib);
-    uint32_t w[8];
     for (int l = 0; l < 4; ++l) {
       signed_row8(__ldg(g_iq2xxs_grid + ((aux0 >> (8 * l)) & 0xff)),
                   ksigns((aux1 >> (7 * l)) & 127), w + 2 * l);
     }
-    const int scale = 2 * int(aux1 >> 28) + 1;
-    grid_sub_block<kTokens>(w, ib, scale, scale, ldg_half(b) * 0.125f, q, n_cols, block, acc);
+    s0 = s1 = 2 * int(aux1 >> 28) + 1;
+  }
+  __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
+                             int64_t block, float* acc) {
+    uint32_t w[8];
+    int s0, s1;
+    decode(b, ib, w, s0, s1);
+    grid_sub_block<kTokens>(w, ib, s0, s1, ldg_half(b) * kFactor, q, n_cols, block, acc);
   }
 };
 
@@ -135,16 +144,22 @@ struct Int8Piece<QType::IQ2_XXS, kTokens> {
 template <int kTokens>
 struct Int8Piece<QType::IQ2_XS, kTokens> {
   static constexpr int kBytes = 74;
-  __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
-                             int64_t block, float* acc) {
-    uint32_t w[8];
+  static constexpr float kFactor = 0.125f;
+  __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
     for (int l = 0; l < 4; ++l) {
       const uint32_t v = ldg_u16(b + 2 + 8 * ib + 2 * l);
       signed_row8(__ldg(g_iq2xs_grid + (v & 511)), ksigns(v >> 9), w + 2 * l);
     }
     const uint32_t sc = __ldg(b + 66 + ib);
-    grid_sub_block<kTokens>(w, ib, 2 * int(sc & 0xf) + 1, 2 * int(sc >> 4) + 1,
-                            ldg_half(b) * 0.125f, q, n_cols, block, acc);
+    s0 = 2 * int(sc & 0xf) + 1;
+    s1 = 2 * int(sc >> 4) + 1;
+  }
+  __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
+                             int64_t block, float* acc) {
+    uint32_t w[8];
+    int s0, s1;
+    decode(b, ib, w, s0, s1);
+    grid_sub_block<kTokens>(w, ib, s0, s1, ldg_half(b) * kFactor, q, n_cols, block, acc);
   }
 };
 
@@ -153,18 +168,24 @@ struct Int8Piece<QType::IQ2_XS, kTokens> {
 template <int kTokens>
 struct Int8Piece<QType::IQ2_S, kTokens> {
   static constexpr int kBytes = 82;
-  __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
-                             int64_t block, float* acc) {
+  static constexpr float kFactor = 0.125f;
+  __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
     const uint32_t idx = ldg_u32_a2(b + 2 + 4 * ib), signs = ldg_u32_a2(b + 34 + 4 * ib);
     const uint32_t qh = __ldg(b + 66 + ib);
-    uint32_t w[8];
     for (int l = 0; l < 4; ++l) {
       const uint32_t index = ((idx >> (8 * l)) & 0xff) | (((qh >> (2 * l)) & 3) << 8);
       signed_row8(__ldg(g_iq2s_grid + index), (signs >> (8 * l)) & 0xff, w + 2 * l);
     }
     const uint32_t sc = __ldg(b + 74 + ib);
-    grid_sub_block<kTokens>(w, ib, 2 * int(sc & 0xf) + 1, 2 * int(sc >> 4) + 1,
-                            ldg_half(b) * 0.125f, q, n_cols, block, acc);
+    s0 = 2 * int(sc & 0xf) + 1;
+    s1 = 2 * int(sc >> 4) + 1;
+  }
+  __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
+                             int64_t block, float* acc) {
+    uint32_t w[8];
+    int s0, s1;
+    decode(b, ib, w, s0, s1);
+    grid_sub_block<kTokens>(w, ib, s0, s1, ldg_half(b) * kFactor, q, n_cols, block, acc);
   }
 };
 
@@ -173,11 +194,17 @@ struct Int8Piece<QType::IQ2_S, kTokens> {
 template <int kTokens>
 struct Int8Piece<QType::IQ3_XXS, kTokens> {
   static constexpr int kBytes = 98;
+  static constexpr float kFactor = 0.25f;
   __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
+    uint32_t w[8];
+    int s0, s1;
+    decode(b, ib, w, s0, s1);
+    grid_sub_block<kTokens>(w, ib, s0, s1, ldg_half(b) * kFactor, q, n_cols, block, acc);
+  }
+  __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
     const uint32_t i0 = ldg_u32_a2(b + 2 + 8 * ib), i1 = ldg_u32_a2(b + 6 + 8 * ib);
     const uint32_t aux = ldg_u32_a2(b + 66 + 4 * ib);
-    uint32_t w[8];
     for (int l = 0; l < 4; ++l) {
       const uint32_t idx = l < 2 ? i0 : i1;
       const int shift = 16 * (l % 2);
@@ -186,8 +213,7 @@ struct Int8Piece<QType::IQ3_XXS, kTokens> {
       w[2 * l + 1] =
           negate_masked(__ldg(g_iq3xxs_grid + ((idx >> (shift + 8)) & 0xff)), byte_mask4(s >> 4));
     }
-    const int scale = 2 * int(aux >> 28) + 1;
-    grid_sub_block<kTokens>(w, ib, scale, scale, ldg_half(b) * 0.25f, q, n_cols, block, acc);
+    s0 = s1 = 2 * int(aux >> 28) + 1;
   }
 };
 
@@ -196,19 +222,24 @@ struct Int8Piece<QType::IQ3_XXS, kTokens> {
 template <int kTokens>
 struct Int8Piece<QType::IQ3_S, kTokens> {
   static constexpr int kBytes = 110;
-  __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
-                             int64_t block, float* acc) {
+  static constexpr float kFactor = 1.0f;
+  __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
     const uint32_t i0 = ldg_u32_a2(b + 2 + 8 * ib), i1 = ldg_u32_a2(b + 6 + 8 * ib);
     const uint32_t qh = __ldg(b + 66 + ib);
     const uint32_t signs = ldg_u32_a2(b + 74 + 4 * ib);
-    uint32_t w[8];
     for (int r = 0; r < 8; ++r) {  // grid row r: elements 4r .. 4r + 3
       const uint32_t idx = r < 4 ? i0 : i1;
       const uint32_t index = ((idx >> (8 * (r % 4))) & 0xff) | (((qh >> r) & 1) << 8);
       w[r] = negate_masked(__ldg(g_iq3s_grid + index), byte_mask4(signs >> (4 * r)));
     }
-    const int scale = 2 * int((__ldg(b + 106 + ib / 2) >> (4 * (ib % 2))) & 0xf) + 1;
-    grid_sub_block<kTokens>(w, ib, scale, scale, ldg_half(b), q, n_cols, block, acc);
+    s0 = s1 = 2 * int((__ldg(b + 106 + ib / 2) >> (4 * (ib % 2))) & 0xf) + 1;
+  }
+  __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
+                             int64_t block, float* acc) {
+    uint32_t w[8];
+    int s0, s1;
+    decode(b, ib, w, s0, s1);
+    grid_sub_block<kTokens>(w, ib, s0, s1, ldg_half(b) * kFactor, q, n_cols, block, acc);
   }
 };
 
