@@ -148,17 +148,17 @@ TEST_F(CudaCpuRoundingTest, BlockProductsAreTheCpusBitForBit) {
   }
 }
 
-// The K types, IQ4_XS and the grid IQ types but IQ1 in the float order of the CPU's kernels on
-// an AVX-512 host (its AVX-512 ones for Q4_K, Q5_K and Q6_K, the AVX2 ones it keeps for the
-// others), and
-// from 8 tokens on in that of its tiled matmul: bit-equal to the CPU backend's, one super-block
-// and several; 1 and 3 tokens (dot products), 8 and 20 (tiled).
-TEST_F(CudaCpuRoundingTest, KProductsAreTheCpusBitForBitOnAvx512) {
-  if (cuda::host_cpu_order() != cuda::CpuOrder::kAvx512) {
-    GTEST_SKIP() << "the CPU's K-quant order is replayed for its AVX-512 kernels only";
+// Every 256-element type (the K types, IQ4_XS, the grid IQ types) in the float order of the
+// CPU backend's kernels for this host (AVX-512 ones for Q4_K, Q5_K and Q6_K where it has them,
+// AVX2 ones otherwise), and from 8 tokens on in that of its tiled matmul: bit-equal to the CPU
+// backend's, one super-block and several; 1 and 3 tokens (dot products), 8 and 20 (tiled).
+TEST_F(CudaCpuRoundingTest, SuperBlockProductsAreTheCpusBitForBit) {
+  if (cuda::host_cpu_order() == cuda::CpuOrder::kNone) {
+    GTEST_SKIP() << "the CPU backend runs scalar kernels here; only AVX2 / AVX-512 are replayed";
   }
   for (QType type : {QType::Q2_K, QType::Q3_K, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::IQ4_XS,
-                     QType::IQ2_XXS, QType::IQ2_XS, QType::IQ2_S, QType::IQ3_XXS, QType::IQ3_S}) {
+                     QType::IQ2_XXS, QType::IQ2_XS, QType::IQ2_S, QType::IQ3_XXS, QType::IQ3_S,
+                     QType::IQ1_S, QType::IQ1_M}) {
     expect_products_match(type, {256, 1536}, {1, 3, 8, 20});
   }
 }
@@ -172,10 +172,10 @@ TEST_F(CudaCpuRoundingTest, Avx2ProductsAreTheAvx2KernelsBitForBit) {
   if (!cpu::isa_supported(cpu::CpuIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2 kernels";
   cuda::CudaBackend avx2_gpu(0, /*cpu_rounding=*/true, cuda::CpuOrder::kAvx2);
   constexpr int64_t kRows = 37;
-  for (QType type :
-       {QType::Q2_K, QType::Q3_K, QType::Q4_K, QType::Q5_K, QType::Q6_K, QType::IQ4_XS,
-        QType::IQ2_XXS, QType::IQ2_XS, QType::IQ2_S, QType::IQ3_XXS, QType::IQ3_S, QType::Q8_0,
-        QType::Q4_0, QType::Q4_1, QType::Q5_0, QType::Q5_1, QType::IQ4_NL, QType::MXFP4}) {
+  for (QType type : {QType::Q2_K,   QType::Q3_K,    QType::Q4_K,   QType::Q5_K,   QType::Q6_K,
+                     QType::IQ4_XS, QType::IQ2_XXS, QType::IQ2_XS, QType::IQ2_S,  QType::IQ3_XXS,
+                     QType::IQ3_S,  QType::IQ1_S,   QType::IQ1_M,  QType::Q8_0,   QType::Q4_0,
+                     QType::Q4_1,   QType::Q5_0,    QType::Q5_1,   QType::IQ4_NL, QType::MXFP4}) {
     const QType act = *activation_type_for(type);
     const cpu::VecDotKernel kernel = cpu::vec_dot_kernel(type, cpu::CpuIsa::kAvx2);
     ASSERT_EQ(kernel.isa, cpu::CpuIsa::kAvx2) << qtype_name(type);

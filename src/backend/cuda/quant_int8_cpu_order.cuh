@@ -101,16 +101,16 @@ __global__ void __launch_bounds__(kInt8Threads)
   allow_dependent_launch();
 }
 
-// The grid IQ types whose CPU kernels (vec_dot_iq_avx2.cpp) are replayed (IQ1_S / IQ1_M are not:
-// their deltas fold into the weights there).
+// The grid IQ types (vec_dot_iq_avx2.cpp): Int8Piece's decode gives a sub-block's integer
+// weights as the CPU's kernel multiplies them (the IQ1 types' 8 g + delta included).
 __host__ __device__ constexpr bool is_cpu_order_grid(QType type) {
   return type == QType::IQ2_XXS || type == QType::IQ2_XS || type == QType::IQ2_S ||
-         type == QType::IQ3_XXS || type == QType::IQ3_S;
+         type == QType::IQ3_XXS || type == QType::IQ3_S || type == QType::IQ1_S ||
+         type == QType::IQ1_M;
 }
 // The 256-element types whose CPU kernels (vec_dot_k_avx512.cpp, vec_dot_k_avx2.cpp,
-// vec_dot_iq_avx2.cpp, the tiled matmul) are replayed; the others (IQ1_S, IQ1_M) keep the
-// device's order. All but Q4_K / Q5_K / Q6_K have AVX2 kernels only, which an AVX-512 host runs
-// too.
+// vec_dot_iq_avx2.cpp, the tiled matmul) are replayed: all of them. All but Q4_K / Q5_K / Q6_K
+// have AVX2 kernels only, which an AVX-512 host runs too.
 __host__ __device__ constexpr bool has_cpu_order_k(QType type) {
   return type == QType::Q2_K || type == QType::Q3_K || type == QType::Q4_K || type == QType::Q5_K ||
          type == QType::Q6_K || type == QType::IQ4_XS || is_cpu_order_grid(type);
@@ -281,7 +281,9 @@ __global__ void __launch_bounds__(kInt8Threads)
           const int mins =
               bsums[2 * m] * (blk[2 * m] >> 4) + bsums[2 * m + 1] * (blk[2 * m + 1] >> 4);
           acc_min = __fmaf_rn(__fmul_rn(xd, half_at(blk + 82)), float(mins), acc_min);
-        } else if constexpr (kType == QType::IQ4_XS || is_cpu_order_grid(kType)) {
+        } else if constexpr (is_cpu_order_grid(kType)) {
+          acc = __fmaf_rn(__fmul_rn(Int8Piece<kType, 1>::block_d(blk), xd), float(sumi), acc);
+        } else if constexpr (kType == QType::IQ4_XS) {
           acc = __fmaf_rn(__fmul_rn(half_at(blk), xd), float(sumi), acc);
         } else if constexpr (kType == QType::Q6_K) {
           const float d = __fmul_rn(half_at(blk + 208), xd);
@@ -403,7 +405,9 @@ __global__ void __launch_bounds__(kInt8Threads)
     for (int k = 0; k < 8; ++k)
       cpu_tiled_element<kType>(blk, 8 * lane + k, &values[k], &scale, &min);
     float d = half_at(blk + k_d_offset(kType));
-    if constexpr (is_cpu_order_grid(kType)) d = __fmul_rn(d, Int8Piece<kType, 1>::kFactor);
+    if constexpr (is_cpu_order_grid(kType)) {
+      d = __fmul_rn(Int8Piece<kType, 1>::block_d(blk), Int8Piece<kType, 1>::kFactor);
+    }
     for (int t = 0; t < kTokens; ++t) {
       const int8_t* x = q.qs + t * n_cols + 256 * s + 8 * lane;
       int s1 = 0;

@@ -123,6 +123,7 @@ template <int kTokens>
 struct Int8Piece<QType::IQ2_XXS, kTokens> {
   static constexpr int kBytes = 66;
   static constexpr float kFactor = 0.125f;
+  __device__ static float block_d(const uint8_t* b) { return ldg_half(b); }
   __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
     const uint32_t aux0 = ldg_u32_a2(b + 2 + 8 * ib), aux1 = ldg_u32_a2(b + 6 + 8 * ib);
     for (int l = 0; l < 4; ++l) {
@@ -145,6 +146,7 @@ template <int kTokens>
 struct Int8Piece<QType::IQ2_XS, kTokens> {
   static constexpr int kBytes = 74;
   static constexpr float kFactor = 0.125f;
+  __device__ static float block_d(const uint8_t* b) { return ldg_half(b); }
   __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
     for (int l = 0; l < 4; ++l) {
       const uint32_t v = ldg_u16(b + 2 + 8 * ib + 2 * l);
@@ -169,6 +171,7 @@ template <int kTokens>
 struct Int8Piece<QType::IQ2_S, kTokens> {
   static constexpr int kBytes = 82;
   static constexpr float kFactor = 0.125f;
+  __device__ static float block_d(const uint8_t* b) { return ldg_half(b); }
   __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
     const uint32_t idx = ldg_u32_a2(b + 2 + 4 * ib), signs = ldg_u32_a2(b + 34 + 4 * ib);
     const uint32_t qh = __ldg(b + 66 + ib);
@@ -195,6 +198,7 @@ template <int kTokens>
 struct Int8Piece<QType::IQ3_XXS, kTokens> {
   static constexpr int kBytes = 98;
   static constexpr float kFactor = 0.25f;
+  __device__ static float block_d(const uint8_t* b) { return ldg_half(b); }
   __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
     uint32_t w[8];
@@ -223,6 +227,7 @@ template <int kTokens>
 struct Int8Piece<QType::IQ3_S, kTokens> {
   static constexpr int kBytes = 110;
   static constexpr float kFactor = 1.0f;
+  __device__ static float block_d(const uint8_t* b) { return ldg_half(b); }
   __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
     const uint32_t i0 = ldg_u32_a2(b + 2 + 8 * ib), i1 = ldg_u32_a2(b + 6 + 8 * ib);
     const uint32_t qh = __ldg(b + 66 + ib);
@@ -243,12 +248,36 @@ struct Int8Piece<QType::IQ3_S, kTokens> {
   }
 };
 
+// Four IQ1 grid bytes g (-1, 0 or 1) as 8 g + delta bytewise (delta: 0x01 or 0xff per byte);
+// -9..9 never carries across bytes once computed per byte.
+__device__ __forceinline__ uint32_t iq1_folded(uint32_t grid, uint32_t delta) {
+  return __vadd4(__vadd4(__vadd4(__vadd4(grid, grid), __vadd4(grid, grid)),
+                         __vadd4(__vadd4(grid, grid), __vadd4(grid, grid))),
+                 delta);
+}
+
 // IQ1_S (50 bytes): d, qs [32] (low 8 of 11 index bits), qh uint16 [8]: 3 index bits per 8
 // elements, a 3-bit scale and the delta's sign. The grid holds int8 -1/0/1; the delta term
 // uses the activation sums (Q8_K's bsums).
 template <int kTokens>
 struct Int8Piece<QType::IQ1_S, kTokens> {
   static constexpr int kBytes = 50;
+  // For the CPU-order kernels: the CPU's AVX2 weights 8 g + delta (-9..9; kIq1sDelta = 1/8),
+  // so that d * kFactor * scale * sum(w x) is the product.
+  static constexpr float kFactor = 0.125f;
+  __device__ static float block_d(const uint8_t* b) { return ldg_half(b); }
+  __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
+    const uint32_t idx = ldg_u32_a2(b + 2 + 4 * ib);
+    const uint32_t qh = ldg_u16(b + 34 + 2 * ib);
+    const uint32_t delta = (qh & 0x8000) ? 0xffffffffu : 0x01010101u;
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t row =
+          __ldg(g_iq1s_grid + (((idx >> (8 * l)) & 0xff) | (((qh >> (3 * l)) & 7) << 8)));
+      w[2 * l] = iq1_folded(uint32_t(row), delta);
+      w[2 * l + 1] = iq1_folded(uint32_t(row >> 32), delta);
+    }
+    s0 = s1 = 2 * int((qh >> 12) & 7) + 1;
+  }
   __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
     const uint32_t idx = ldg_u32_a2(b + 2 + 4 * ib);
@@ -282,6 +311,28 @@ struct Int8Piece<QType::IQ1_S, kTokens> {
 template <int kTokens>
 struct Int8Piece<QType::IQ1_M, kTokens> {
   static constexpr int kBytes = 56;
+  // For the CPU-order kernels, as IQ1_S's: 8 g + delta per 8 elements (kIq1mDelta = 1/8).
+  static constexpr float kFactor = 0.125f;
+  __device__ static float block_d(const uint8_t* b) {
+    const uint2 scw = __ldg(reinterpret_cast<const uint2*>(b + 48));
+    const uint32_t sc[4] = {scw.x & 0xffff, scw.x >> 16, scw.y & 0xffff, scw.y >> 16};
+    return __half2float(__ushort_as_half(uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) |
+                                                  ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000))));
+  }
+  __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
+    const uint32_t idx = __ldg(reinterpret_cast<const uint32_t*>(b + 4 * ib));
+    const uint32_t qh = ldg_u16(b + 32 + 2 * ib);
+    const uint32_t sc = ldg_u16(b + 48 + 2 * (ib / 2));
+    for (int l = 0; l < 4; ++l) {
+      const uint32_t nib = (qh >> (4 * l)) & 0xf;
+      const uint64_t row = __ldg(g_iq1s_grid + (((idx >> (8 * l)) & 0xff) | ((nib & 7) << 8)));
+      const uint32_t delta = (nib & 8) ? 0xffffffffu : 0x01010101u;
+      w[2 * l] = iq1_folded(uint32_t(row), delta);
+      w[2 * l + 1] = iq1_folded(uint32_t(row >> 32), delta);
+    }
+    s0 = 2 * int((sc >> (6 * (ib % 2))) & 7) + 1;
+    s1 = 2 * int((sc >> (6 * (ib % 2) + 3)) & 7) + 1;
+  }
   __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
     const uint32_t idx = __ldg(reinterpret_cast<const uint32_t*>(b + 4 * ib));
