@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -148,6 +149,18 @@ TEST_F(CudaCpuRoundingTest, BlockProductsAreTheCpusBitForBit) {
   }
 }
 
+// The float weight types' products in the order of the CPU backend's kernels for this host, the
+// activations converted to the weight's type as the CPU converts them: bit-equal; rows with and
+// without a tail past the last full step (40, 1000 and 1088 columns), 1, 3 and 8 tokens.
+TEST_F(CudaCpuRoundingTest, FloatProductsAreTheCpusBitForBit) {
+  if (cuda::host_cpu_order() == cuda::CpuOrder::kNone) {
+    GTEST_SKIP() << "the CPU backend runs scalar kernels here; only AVX2 / AVX-512 are replayed";
+  }
+  for (QType type : {QType::F32, QType::F16, QType::BF16}) {
+    expect_products_match(type, {40, 1000, 1088}, {1, 3, 8});
+  }
+}
+
 // Every 256-element type (the K types, IQ4_XS, the grid IQ types) in the float order of the
 // CPU backend's kernels for this host (AVX-512 ones for Q4_K, Q5_K and Q6_K where it has them,
 // AVX2 ones otherwise), and from 8 tokens on in that of its tiled matmul: bit-equal to the CPU
@@ -165,21 +178,23 @@ TEST_F(CudaCpuRoundingTest, SuperBlockProductsAreTheCpusBitForBit) {
 
 // The AVX2 kernels' order, replayed where the host runs AVX-512 (the H200's): a backend told to
 // follow AVX2 against the CPU's AVX2 kernels called directly (cpu::vec_dot_kernel(type,
-// kAvx2)) on the CPU's own quantized activations, every output bit-equal. The K types and the
-// 32-element ones, one super-block and several, 1 and 3 tokens (decode products; from 8 tokens
-// the tiled order, covered above).
+// kAvx2)) on the CPU's own quantized activations, every output bit-equal. Every weight type, one
+// super-block and several, 1 and 3 tokens (decode products; from 8 tokens the tiled order,
+// covered above).
 TEST_F(CudaCpuRoundingTest, Avx2ProductsAreTheAvx2KernelsBitForBit) {
   if (!cpu::isa_supported(cpu::CpuIsa::kAvx2)) GTEST_SKIP() << "this CPU has no AVX2 kernels";
   cuda::CudaBackend avx2_gpu(0, /*cpu_rounding=*/true, cuda::CpuOrder::kAvx2);
   constexpr int64_t kRows = 37;
-  for (QType type : {QType::Q2_K,   QType::Q3_K,    QType::Q4_K,   QType::Q5_K,   QType::Q6_K,
-                     QType::IQ4_XS, QType::IQ2_XXS, QType::IQ2_XS, QType::IQ2_S,  QType::IQ3_XXS,
-                     QType::IQ3_S,  QType::IQ1_S,   QType::IQ1_M,  QType::Q8_0,   QType::Q4_0,
-                     QType::Q4_1,   QType::Q5_0,    QType::Q5_1,   QType::IQ4_NL, QType::MXFP4}) {
+  for (QType type :
+       {QType::Q2_K,    QType::Q3_K,   QType::Q4_K,  QType::Q5_K,    QType::Q6_K,  QType::IQ4_XS,
+        QType::IQ2_XXS, QType::IQ2_XS, QType::IQ2_S, QType::IQ3_XXS, QType::IQ3_S, QType::IQ1_S,
+        QType::IQ1_M,   QType::Q8_0,   QType::Q4_0,  QType::Q4_1,    QType::Q5_0,  QType::Q5_1,
+        QType::IQ4_NL,  QType::MXFP4,  QType::F32,   QType::F16,     QType::BF16}) {
     const QType act = *activation_type_for(type);
     const cpu::VecDotKernel kernel = cpu::vec_dot_kernel(type, cpu::CpuIsa::kAvx2);
     ASSERT_EQ(kernel.isa, cpu::CpuIsa::kAvx2) << qtype_name(type);
-    for (const int64_t n_cols : {int64_t(256), int64_t(1536)}) {
+    const bool float_weights = type == QType::F32 || type == QType::F16 || type == QType::BF16;
+    for (const int64_t n_cols : {int64_t(float_weights ? 1000 : 256), int64_t(1536)}) {
       kept_.push_back(random_weight_rows(type, kRows, n_cols, rng_));
       const uint8_t* w = kept_.back().data();
       const size_t w_row = size_t(*row_bytes(type, uint64_t(n_cols)));
@@ -189,8 +204,12 @@ TEST_F(CudaCpuRoundingTest, Avx2ProductsAreTheAvx2KernelsBitForBit) {
         std::vector<uint8_t> xq(x_row * size_t(n_tokens));
         std::vector<float> expected(size_t(n_tokens * kRows));
         for (int64_t t = 0; t < n_tokens; ++t) {
-          cpu::activation_quantizer(act)(x.data() + t * n_cols, xq.data() + size_t(t) * x_row,
-                                         n_cols);
+          if (act == QType::F32) {
+            std::memcpy(xq.data() + size_t(t) * x_row, x.data() + t * n_cols, x_row);
+          } else {
+            cpu::activation_quantizer(act)(x.data() + t * n_cols, xq.data() + size_t(t) * x_row,
+                                           n_cols);
+          }
           for (int64_t r = 0; r < kRows; ++r) {
             expected[size_t(t * kRows + r)] =
                 kernel.fn(w + size_t(r) * w_row, xq.data() + size_t(t) * x_row, n_cols);

@@ -1,5 +1,5 @@
-// Internal to backend/cuda (included by quant_int8_matvec.cuh): the decode products of the
-// 32-element types and of Q4_K / Q5_K / Q6_K under --cpu-rounding, in the float order of the CPU
+// Internal to backend/cuda (included by quant_int8_matvec.cuh): the decode products of every
+// weight type under --cpu-rounding, in the float order of the CPU
 // backend's kernels, so that every output is the CPU's bit for bit (cpu_order.h). Integer sums
 // of 4 products are exact in any order; only the float operations are replayed. The 32-element
 // types:
@@ -429,6 +429,83 @@ __global__ void __launch_bounds__(kInt8Threads)
   }
   if (lane == 0) {
     for (int t = 0; t < kTokens; ++t) r.y[t * r.n_rows] = acc[t];
+  }
+  allow_dependent_launch();
+}
+
+// The float weight types (vec_dot_f_avx512.cpp / vec_dot_f_avx2.cpp): the activations
+// converted to the weight's type (F16 / BF16, round to nearest even; F32 as they are), four
+// accumulators of kLanes (16 or 8) lanes over steps of 4 kLanes elements, then steps of kLanes
+// into the first, the accumulators added lane-wise as (a0 + a1) + (a2 + a3), reduced across
+// lanes (l + l^(kLanes/2), …, ^1), and the last n % kLanes products added one by one. One warp
+// per row: thread t holds accumulator slots t and t + 32 (slot s = kLanes k + lane).
+template <QType kType>
+__device__ __forceinline__ float cpu_float_weight(const uint8_t* row, int64_t i) {
+  if constexpr (kType == QType::F32) return reinterpret_cast<const float*>(row)[i];
+  const uint16_t bits = reinterpret_cast<const uint16_t*>(row)[i];
+  if constexpr (kType == QType::F16) return __half2float(__ushort_as_half(bits));
+  return __uint_as_float(uint32_t(bits) << 16);
+}
+template <QType kType>
+__device__ __forceinline__ float cpu_float_activation(float x) {
+  if constexpr (kType == QType::F32) return x;
+  if constexpr (kType == QType::F16) return __half2float(__float2half_rn(x));
+  const uint32_t bits = __float_as_uint(x);  // core/half.h's fp32_to_bf16
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return __uint_as_float(((bits >> 16) | 64) << 16);
+  return __uint_as_float(((bits + (0x7fffu + ((bits >> 16) & 1u))) >> 16) << 16);
+}
+
+template <QType kType, bool kAvx512>
+__global__ void __launch_bounds__(kInt8Threads)
+    cpu_order_float_matvec_kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_rows,
+                                  const float* __restrict__ x, int64_t n_cols, int64_t n_tokens,
+                                  float* __restrict__ y) {
+  constexpr int kLanes = kAvx512 ? 16 : 8;
+  constexpr int kStep = 4 * kLanes;  // 64 or 32 accumulator slots
+  const int64_t row = int64_t(blockIdx.x) * kInt8RowsPerBlock + threadIdx.x / 32;
+  if (row >= n_rows) return;
+  wait_for_prerequisite();
+  const int lane = threadIdx.x % 32;
+  const uint8_t* w_row = w + row * row_bytes;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* xt = x + t * n_cols;
+    float acc[2] = {0.0f, 0.0f};  // slots lane and lane + 32
+    int64_t i = 0;
+    for (; i + kStep <= n_cols; i += kStep) {
+      for (int h = 0; h < 2; ++h) {
+        const int slot = lane + 32 * h;
+        if (slot < kStep) {
+          acc[h] = __fmaf_rn(cpu_float_weight<kType>(w_row, i + slot),
+                             cpu_float_activation<kType>(xt[i + slot]), acc[h]);
+        }
+      }
+    }
+    for (; i + kLanes <= n_cols; i += kLanes) {
+      if (lane < kLanes) {
+        acc[0] = __fmaf_rn(cpu_float_weight<kType>(w_row, i + lane),
+                           cpu_float_activation<kType>(xt[i + lane]), acc[0]);
+      }
+    }
+    // Accumulator k of lane j is slot kLanes k + j.
+    const auto slot_value = [&](int slot) {
+      const float v0 = __shfl_sync(0xffffffffu, acc[0], slot % 32);
+      const float v1 = __shfl_sync(0xffffffffu, acc[1], slot % 32);
+      return slot < 32 ? v0 : v1;
+    };
+    const int j = lane % kLanes;
+    const float a01 = __fadd_rn(slot_value(j), slot_value(kLanes + j));
+    const float a23 = __fadd_rn(slot_value(2 * kLanes + j), slot_value(3 * kLanes + j));
+    float sum = __fadd_rn(a01, a23);
+    for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
+    }
+    if (lane == 0) {
+      for (; i < n_cols; ++i) {
+        sum = __fadd_rn(
+            sum, __fmul_rn(cpu_float_weight<kType>(w_row, i), cpu_float_activation<kType>(xt[i])));
+      }
+      y[t * n_rows + row] = sum;
+    }
   }
   allow_dependent_launch();
 }

@@ -142,6 +142,22 @@ bool launch_matvec(const MatmulArgs& a, std::string* error) {
   return launched("matvec", error);
 }
 
+// The float types' products in the CPU kernels' order (quant_int8_cpu_order.cuh).
+template <QType kType>
+bool launch_cpu_order_float(const MatmulArgs& a, std::string* error) {
+  const dim3 blocks(unsigned((a.n_rows + kInt8RowsPerBlock - 1) / kInt8RowsPerBlock));
+  const auto stream = static_cast<cudaStream_t>(a.stream);
+  const auto* w = static_cast<const uint8_t*>(a.w);
+  if (a.cpu_order == CpuOrder::kAvx512) {
+    launch_chained(cpu_order_float_matvec_kernel<kType, true>, blocks, dim3(kInt8Threads), 0,
+                   stream, w, a.row_bytes, a.n_rows, a.x, a.n_cols, a.n_tokens, a.y);
+  } else {
+    launch_chained(cpu_order_float_matvec_kernel<kType, false>, blocks, dim3(kInt8Threads), 0,
+                   stream, w, a.row_bytes, a.n_rows, a.x, a.n_cols, a.n_tokens, a.y);
+  }
+  return launched("cpu-order float matvec", error);
+}
+
 // ---- prefill: tiled matrix-matrix on tensor cores ----------------------------------------
 
 constexpr int kTileRows = 128;   // weight rows per block (M)
@@ -256,6 +272,9 @@ bool run_matmul(const MatmulArgs& a, std::string* error) {
   }
   if constexpr (has_int8_matvec(kType)) {
     if (a.n_tokens <= 8) return run_int8_matvec<kType>(a, error);
+  } else {
+    if (a.cpu_order != CpuOrder::kNone && a.n_tokens <= 8)
+      return launch_cpu_order_float<kType>(a, error);
   }
   switch (a.n_tokens) {
     case 1:
