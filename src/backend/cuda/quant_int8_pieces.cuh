@@ -113,9 +113,21 @@ __device__ __forceinline__ void grid_sub_block(const uint32_t (&w)[8], int ib, i
   }
 }
 
-// The five grid types' pieces also decode a sub-block apart (decode: its 32 signed values,
-// elements 0..15 in w[0..3], and the scales of its two halves), which --cpu-rounding's
-// CPU-order kernels use (quant_int8_cpu_order.cuh); kFactor is the reference's final factor.
+// A grid type's piece: its sub-block decoded (Piece::decode), then the shared tail.
+template <class Piece, int kTokens>
+__device__ __forceinline__ void run_grid_piece(const uint8_t* b, int ib, const QuantizedRows& q,
+                                               int64_t n_cols, int64_t block, float* acc) {
+  uint32_t w[8];
+  int s0, s1;
+  Piece::decode(b, ib, w, s0, s1);
+  grid_sub_block<kTokens>(w, ib, s0, s1, Piece::block_d(b) * Piece::kFactor, q, n_cols, block, acc);
+}
+
+// The grid types' pieces also decode a sub-block apart (decode: its 32 signed integer weights,
+// elements 0..15 in w[0..3], and the scales of its two halves; block_d and kFactor the block's
+// scale and the reference's final factor). The IQ2 / IQ3 ones run on it (run_grid_piece); the
+// IQ1 ones' decode gives the CPU kernel's 8 g + delta for --cpu-rounding's CPU-order kernels
+// (quant_int8_cpu_order.cuh), while their own run keeps the delta apart.
 
 // IQ2_XXS (66 bytes): d, then per 32 elements 4 grid indices and a word of four 7-bit sign
 // indices plus a 4-bit scale; the reference multiplies the sum by 1/8.
@@ -134,10 +146,7 @@ struct Int8Piece<QType::IQ2_XXS, kTokens> {
   }
   __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
-    uint32_t w[8];
-    int s0, s1;
-    decode(b, ib, w, s0, s1);
-    grid_sub_block<kTokens>(w, ib, s0, s1, ldg_half(b) * kFactor, q, n_cols, block, acc);
+    run_grid_piece<Int8Piece, kTokens>(b, ib, q, n_cols, block, acc);
   }
 };
 
@@ -158,10 +167,7 @@ struct Int8Piece<QType::IQ2_XS, kTokens> {
   }
   __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
-    uint32_t w[8];
-    int s0, s1;
-    decode(b, ib, w, s0, s1);
-    grid_sub_block<kTokens>(w, ib, s0, s1, ldg_half(b) * kFactor, q, n_cols, block, acc);
+    run_grid_piece<Int8Piece, kTokens>(b, ib, q, n_cols, block, acc);
   }
 };
 
@@ -185,10 +191,7 @@ struct Int8Piece<QType::IQ2_S, kTokens> {
   }
   __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
-    uint32_t w[8];
-    int s0, s1;
-    decode(b, ib, w, s0, s1);
-    grid_sub_block<kTokens>(w, ib, s0, s1, ldg_half(b) * kFactor, q, n_cols, block, acc);
+    run_grid_piece<Int8Piece, kTokens>(b, ib, q, n_cols, block, acc);
   }
 };
 
@@ -201,10 +204,7 @@ struct Int8Piece<QType::IQ3_XXS, kTokens> {
   __device__ static float block_d(const uint8_t* b) { return ldg_half(b); }
   __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
-    uint32_t w[8];
-    int s0, s1;
-    decode(b, ib, w, s0, s1);
-    grid_sub_block<kTokens>(w, ib, s0, s1, ldg_half(b) * kFactor, q, n_cols, block, acc);
+    run_grid_piece<Int8Piece, kTokens>(b, ib, q, n_cols, block, acc);
   }
   __device__ static void decode(const uint8_t* b, int ib, uint32_t (&w)[8], int& s0, int& s1) {
     const uint32_t i0 = ldg_u32_a2(b + 2 + 8 * ib), i1 = ldg_u32_a2(b + 6 + 8 * ib);
@@ -241,10 +241,7 @@ struct Int8Piece<QType::IQ3_S, kTokens> {
   }
   __device__ static void run(const uint8_t* b, int ib, const QuantizedRows& q, int64_t n_cols,
                              int64_t block, float* acc) {
-    uint32_t w[8];
-    int s0, s1;
-    decode(b, ib, w, s0, s1);
-    grid_sub_block<kTokens>(w, ib, s0, s1, ldg_half(b) * kFactor, q, n_cols, block, acc);
+    run_grid_piece<Int8Piece, kTokens>(b, ib, q, n_cols, block, acc);
   }
 };
 
