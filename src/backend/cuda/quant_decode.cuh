@@ -103,6 +103,13 @@ __host__ __device__ __forceinline__ void k_scale_min(const uint8_t* packed, int 
   }
 }
 
+// Q3_K's signed 6-bit scale of 16-element sub-block k, from the 12 packed bytes.
+__host__ __device__ __forceinline__ int q3_k_scale(const uint8_t* packed, int k) {
+  const int low = (packed[k % 8] >> (4 * (k / 8))) & 0xf;
+  const int high = (packed[8 + k % 4] >> (2 * (k / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
 // ---- per-type decoders ----------------------------------------------------------------------
 // kElems: elements per block; kBytes: bytes per block; kAlign: the alignment blocks keep when
 // the row starts 16-byte aligned; decode<kExact>(block, g, v): v[j] = element 8g + j.
@@ -288,11 +295,7 @@ struct BlockDecoder<QType::Q3_K> {
   template <bool kExact>
   __host__ __device__ static void decode(const uint8_t* b, int g, float* v) {
     const float d = half_bits_to_float(load_u16(b + 108));
-    const uint8_t* scales = b + 96;
-    const int k = g / 2;  // 16-element sub-block
-    const int low = (scales[k % 8] >> (4 * (k / 8))) & 0xf;
-    const int high = (scales[8 + k % 4] >> (2 * (k / 4))) & 3;
-    const float dl = d * float((low | (high << 4)) - 32);
+    const float dl = d * float(q3_k_scale(b + 96, g / 2));  // g / 2: its 16-element sub-block
     const int half = g / 16, plane = (g / 4) % 4, m0 = 8 * (g % 4);
     const uint8_t* qs = b + 32 + 32 * half + m0;
     const uint32_t w[2] = {load_u32_a2(qs), load_u32_a2(qs + 4)};

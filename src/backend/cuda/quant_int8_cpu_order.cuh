@@ -1,8 +1,7 @@
 // Internal to backend/cuda (included by quant_int8_matvec.cuh): the decode products of every
-// weight type under --cpu-rounding, in the float order of the CPU
-// backend's kernels, so that every output is the CPU's bit for bit (cpu_order.h). Integer sums
-// of 4 products are exact in any order; only the float operations are replayed. The 32-element
-// types:
+// weight type under --cpu-rounding, in the float order of the CPU backend's kernels, so that
+// every output is the CPU's bit for bit (cpu_order.h). Integer sums of 4 products are exact in
+// any order; only the float operations are replayed. The 32-element types:
 //   AVX-512 (backend/cpu/vec_dot_q_avx512.cpp): 16 accumulator lanes, blocks in pairs — lane l
 //     holds elements 4(l % 8) .. +3 of block 2i + l / 8 — each step acc = fma(isum, dw * dx,
 //     acc), a lone last block's partner lanes fma(0, 0, acc); then GCC's _mm512_reduce_add_ps
@@ -140,13 +139,6 @@ __device__ __forceinline__ int k4_scale(const uint8_t* packed, int j, bool is_mi
   uint32_t scale = 0, min = 0;
   k_scale_min(packed, j, scale, min);
   return int(is_min ? min : scale);
-}
-
-// Q3_K's signed 6-bit scale of 16-element sub-block k, from the 12 packed bytes.
-__device__ __forceinline__ int q3_k_scale(const uint8_t* packed, int k) {
-  const int low = (packed[k % 8] >> (4 * (k / 8))) & 0xf;
-  const int high = (packed[8 + k % 4] >> (2 * (k / 4))) & 3;
-  return (low | (high << 4)) - 32;
 }
 
 // IQ4_XS's signed 6-bit scale of 32-element sub-block ib (d, scales_h, scales_l[4], qs).
