@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/row_prefetch.h"
 #include "backend/cpu/softmax.h"
 #include "core/error.h"
 #include "quant/blocks.h"
@@ -97,12 +98,25 @@ void CpuBackend::expert_rows(const ExpertStack* stacks, float* const* ys, size_t
   const int64_t total = int64_t(n_stacks) * per_stack;
   const int64_t chunk = std::max<int64_t>(1, total / (8 * n_threads));
 
+  // Element i's row asks for element i + ahead's (row_prefetch.h); a chunk's first rows are
+  // asked for when it starts.
+  const int64_t ahead = expert_rows_ahead();
+  const auto prefetch_row = [&](int64_t i) {
+    int64_t s = 0, c = 0;
+    if (i < total) prefetch_bytes(weight_row(i, s, c), size_t(w_row));
+  };
+  const auto start_chunk = [&](int64_t lo) {
+    for (int64_t i = lo; i < lo + ahead; ++i) prefetch_row(i);
+  };
+
   const VecDotScaledFn scaled = vec_dot_scaled_kernel(type);
   if (scaled != nullptr && (*act_type == QType::Q8_1 || *act_type == QType::Q8_0)) {
     const int64_t stride = 2 * (n_cols / kQK8_0);
     const float* scales = activation_block_scales(*act_type, x_q, n_inputs, act_row, n_cols);
     parallel(total, chunk, [&](int64_t lo, int64_t hi) {
+      start_chunk(lo);
       for (int64_t i = lo; i < hi; ++i) {
+        if (ahead > 0) prefetch_row(i + ahead);
         int64_t s = 0, c = 0;
         const uint8_t* row = weight_row(i, s, c);
         const int64_t in = c * input_step;
@@ -114,7 +128,9 @@ void CpuBackend::expert_rows(const ExpertStack* stacks, float* const* ys, size_t
   }
   const VecDotFn dot = kernel.fn;
   parallel(total, chunk, [&](int64_t lo, int64_t hi) {
+    start_chunk(lo);
     for (int64_t i = lo; i < hi; ++i) {
+      if (ahead > 0) prefetch_row(i + ahead);
       int64_t s = 0, c = 0;
       const uint8_t* row = weight_row(i, s, c);
       ys[s][i % per_stack] = dot(row, x_q + c * input_step * act_row, n_cols);
