@@ -277,6 +277,12 @@ class Backend {
   // additions of add_bias, so bit-equal to add_bias of each row's bias row.
   virtual void add_expert_bias(float* x, const float* table, int64_t n_expert, const int32_t* ids,
                                int64_t n, int64_t n_cols) = 0;
+  // x[r, :] *= scales[ids[r]] for r < n, x [n, n_cols]: each row's expert's output scale
+  // (Gemma 4's ffn_down_exps.scale) on the stacked paths. x and ids (expert ids < n_expert) are
+  // backend memory; scales [n_expert] is a weight. scale's float multiplication, so bit-equal to
+  // scale of each row by its expert's factor.
+  virtual void scale_expert_rows(float* x, const float* scales, int64_t n_expert,
+                                 const int32_t* ids, int64_t n, int64_t n_cols) = 0;
   // y[c, :] = stack.matrix(ids[c]) x_c for c < n: x_c is row 0 of x when shared_input (gate and
   // up of one token), row c otherwise (down). ids: backend memory. The same numbers as a matmul
   // of each matrix on its one row.

@@ -2,7 +2,8 @@
 // (backend/cuda/expert_matmul.h): select_experts on logits — the sigmoid scoring (with a
 // selection bias, groups, normalised and scaled weights) and the softmax of the chosen logits
 // (gpt-oss) — against the host's select_and_weigh_experts (backend/expert_selection.h), and
-// CudaBackend::add_expert_bias against CpuBackend's, bit for bit (one float addition each).
+// CudaBackend::add_expert_bias and scale_expert_rows against CpuBackend's, bit for bit (one float
+// addition or multiplication each).
 // Tolerance of the selection: the chosen ids exactly (the scores are drawn at least 64 ulps
 // apart, so a last-bit difference cannot reorder them); the weights within 8 float ulps
 // (relative 8 * FLT_EPSILON): the host's exp is libm's expf, the device's exp in double rounded
@@ -168,22 +169,26 @@ TEST(CudaSelectExpertsScoring, RefusesAnUnknownScoring) {
 
 class CudaExpertBiasTest : public CudaDeviceTest {
  protected:
-  // CudaBackend::add_expert_bias on n rows of n_cols against CpuBackend's, bit for bit; the
-  // table is host memory (a weight: mirrored), x and ids backend memory.
-  void expect_matches_cpu(int64_t n_expert, int64_t n, int64_t n_cols) {
+  // CudaBackend::add_expert_bias (or scale_expert_rows) on n rows of n_cols against CpuBackend's,
+  // bit for bit; the table is host memory (a weight: mirrored), x and ids backend memory.
+  void expect_matches_cpu(int64_t n_expert, int64_t n, int64_t n_cols, bool scale = false) {
     SCOPED_TRACE("seed " + std::to_string(seed_) + ", " + std::to_string(n) + " rows of " +
-                 std::to_string(n_cols));
-    // [n_expert, n_cols], alive till the fixture ends: a host weight must not change while the
-    // backend lives (its mirror keeps the first copy of an address).
+                 std::to_string(n_cols) + (scale ? ", scales" : ", biases"));
+    // [n_expert, n_cols] biases or [n_expert] scales, alive till the fixture ends: a host weight
+    // must not change while the backend lives (its mirror keeps the first copy of an address).
     const std::vector<float>& table =
-        tables_.emplace_back(uniform(size_t(n_expert * n_cols), -2.0f, 2.0f));
+        tables_.emplace_back(uniform(size_t(scale ? n_expert : n_expert * n_cols), -2.0f, 2.0f));
     const std::vector<float> x = uniform(size_t(n * n_cols), -2.0f, 2.0f);  // [n, n_cols]
     std::vector<int32_t> ids(static_cast<size_t>(n));                       // [n]
     std::uniform_int_distribution<int32_t> expert(0, int32_t(n_expert - 1));
     for (int32_t& id : ids) id = expert(rng_);
 
     std::vector<float> want = x;
-    cpu_.add_expert_bias(want.data(), table.data(), n_expert, ids.data(), n, n_cols);
+    if (scale) {
+      cpu_.scale_expert_rows(want.data(), table.data(), n_expert, ids.data(), n, n_cols);
+    } else {
+      cpu_.add_expert_bias(want.data(), table.data(), n_expert, ids.data(), n, n_cols);
+    }
 
     const size_t x_bytes = x.size() * sizeof(float), id_bytes = ids.size() * sizeof(int32_t);
     auto* x_dev = static_cast<float*>(gpu_->allocate(x_bytes));
@@ -192,13 +197,17 @@ class CudaExpertBiasTest : public CudaDeviceTest {
     gpu_->upload(x_dev, poison.data(), x_bytes);  // NaN first: a skipped row would show
     gpu_->upload(x_dev, x.data(), x_bytes);
     gpu_->upload(ids_dev, ids.data(), id_bytes);
-    gpu_->add_expert_bias(x_dev, table.data(), n_expert, ids_dev, n, n_cols);
+    if (scale) {
+      gpu_->scale_expert_rows(x_dev, table.data(), n_expert, ids_dev, n, n_cols);
+    } else {
+      gpu_->add_expert_bias(x_dev, table.data(), n_expert, ids_dev, n, n_cols);
+    }
     std::vector<float> got(x.size(), std::nanf(""));
     gpu_->download(got.data(), x_dev, x_bytes);
     gpu_->deallocate(x_dev);
     gpu_->deallocate(ids_dev);
     ASSERT_EQ(std::memcmp(got.data(), want.data(), x_bytes), 0);
-    EXPECT_NE(std::memcmp(got.data(), x.data(), x_bytes), 0);  // the bias was added
+    EXPECT_NE(std::memcmp(got.data(), x.data(), x_bytes), 0);  // the bias or scale applied
   }
 
   std::deque<std::vector<float>> tables_;
@@ -209,6 +218,13 @@ TEST_F(CudaExpertBiasTest, MatchesTheCpuBitForBit) {
   expect_matches_cpu(32, 2048, 2880);  // a 512-token chunk's rows
   expect_matches_cpu(8, 3, 20000);     // more columns than one grid row covers
   expect_matches_cpu(4, 70000, 3);     // more rows than one grid covers
+}
+
+TEST_F(CudaExpertBiasTest, ScalesMatchTheCpuBitForBit) {
+  expect_matches_cpu(128, 8, 2816, true);     // a decode step: 8 rows
+  expect_matches_cpu(128, 4096, 2816, true);  // a 512-token chunk's rows
+  expect_matches_cpu(8, 3, 20000, true);
+  expect_matches_cpu(4, 70000, 3, true);
 }
 
 }  // namespace

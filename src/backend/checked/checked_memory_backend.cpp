@@ -362,6 +362,14 @@ void CheckedMemoryBackend::select_experts(const float* probs, const float* bias,
   inner_->select_experts(probs, bias, n_tokens, s, selected, weights);
 }
 
+void CheckedMemoryBackend::scale_expert_rows(float* x, const float* scales, int64_t n_expert,
+                                             const int32_t* ids, int64_t n, int64_t n_cols) {
+  OpenRegions open(*this);
+  require("scale_expert_rows", "x", x, floats(n * n_cols));
+  require("scale_expert_rows", "ids", ids, floats(n));  // int32, the size of a float
+  inner_->scale_expert_rows(x, scales, n_expert, ids, n, n_cols);
+}
+
 void CheckedMemoryBackend::add_expert_bias(float* x, const float* table, int64_t n_expert,
                                            const int32_t* ids, int64_t n, int64_t n_cols) {
   OpenRegions open(*this);

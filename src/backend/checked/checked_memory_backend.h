@@ -69,6 +69,8 @@ class CheckedMemoryBackend final : public Backend {
                     float* out) override;
   void select_experts(const float* probs, const float* bias, int64_t n_tokens,
                       const ExpertSelection& s, int32_t* selected, float* weights) override;
+  void scale_expert_rows(float* x, const float* scales, int64_t n_expert, const int32_t* ids,
+                         int64_t n, int64_t n_cols) override;
   void add_expert_bias(float* x, const float* table, int64_t n_expert, const int32_t* ids,
                        int64_t n, int64_t n_cols) override;
   void matmul_experts(const ExpertStack& stack, const int32_t* ids, int64_t n, const float* x,

@@ -37,6 +37,16 @@ void CpuBackend::select_experts(const float* probs, const float* bias, int64_t n
   }
 }
 
+void CpuBackend::scale_expert_rows(float* x, const float* scales, int64_t n_expert,
+                                   const int32_t* ids, int64_t n, int64_t n_cols) {
+  for (int64_t r = 0; r < n; ++r) {
+    if (ids[r] < 0 || ids[r] >= n_expert) {
+      fail("scale_expert_rows: expert ", ids[r], " outside the table of ", n_expert);
+    }
+    scale(x + r * n_cols, scales[ids[r]], n_cols);  // scale's multiplications
+  }
+}
+
 void CpuBackend::add_expert_bias(float* x, const float* table, int64_t n_expert, const int32_t* ids,
                                  int64_t n, int64_t n_cols) {
   for (int64_t r = 0; r < n; ++r) {

@@ -49,6 +49,20 @@ void CudaBackend::select_experts(const float* probs, const float* bias, int64_t 
   }
 }
 
+void CudaBackend::scale_expert_rows(float* x, const float* scales, int64_t n_expert,
+                                    const int32_t* ids, int64_t n, int64_t n_cols) {
+  OpSignature op(OpKind::kScaleExpertRows);
+  if (graph_.replayed(op.add(x).add(scales).add(n_expert).add(ids).add(n).add(n_cols))) return;
+  if (n <= 0 || n_cols <= 0) return;
+  if (scales == nullptr || n_expert <= 0) fail("cuda: scale_expert_rows: no scales");
+  const float* device_scales = mirror_.resolve(scales, uint64_t(n_expert));
+  std::string error;
+  if (!cuda::scale_expert_rows(x, device_scales, n_expert, ids, n, n_cols, stream_.handle(),
+                               &error)) {
+    fail(error);
+  }
+}
+
 void CudaBackend::add_expert_bias(float* x, const float* table, int64_t n_expert,
                                   const int32_t* ids, int64_t n, int64_t n_cols) {
   OpSignature op(OpKind::kAddExpertBias);

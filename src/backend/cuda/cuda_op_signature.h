@@ -62,6 +62,7 @@ enum class OpKind : uint8_t {
   kPostNormAddRmsNorm,
   kAttentionInputs,
   kGluMatmul,
+  kScaleExpertRows,
 };
 
 class OpSignature {

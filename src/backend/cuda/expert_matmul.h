@@ -75,5 +75,10 @@ bool select_experts(const float* probs, const float* bias, int64_t n_tokens,
 // A row whose id lies outside [0, n_expert) is left as it is (the host checks lists it makes).
 bool add_expert_bias(float* x, const float* table, int64_t n_expert, const int32_t* ids, int64_t n,
                      int64_t n_cols, void* stream, std::string* error);
+// x[r, :] *= scales[ids[r]] for r < n (device memory, scales [n_expert]): one float
+// multiplication per element, scale's own, so bit-equal to it. Rows with an id outside
+// [0, n_expert) are left as they are.
+bool scale_expert_rows(float* x, const float* scales, int64_t n_expert, const int32_t* ids,
+                       int64_t n, int64_t n_cols, void* stream, std::string* error);
 
 }  // namespace sluice::cuda

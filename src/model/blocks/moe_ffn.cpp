@@ -188,16 +188,15 @@ void MoeScratch::use_stacks(Backend& backend, const MoeFfnWeights& w, int64_t n_
 
 namespace {
 
-// A layer's expert stacks, when the stacked path can run it: gate and up apart, and none of the
-// per-expert scales or clamps the per-expert path applies (per-expert biases it adds by id).
+// A layer's expert stacks, when the stacked path can run it: gate and up apart, and no clamp
+// (per-expert biases and scales it applies by id).
 struct LayerStacks {
   ExpertStack gate, up, down;
 };
 
 bool layer_stacks(const MoeFfnWeights& w, const experts::ExpertSource& source, int64_t layer,
                   LayerStacks& out) {
-  if (w.fused_gate_up || !w.gate_scale.empty() || !w.up_scale.empty() || !w.down_scale.empty() ||
-      w.swiglu_limit > 0.0f) {
+  if (w.fused_gate_up || w.swiglu_limit > 0.0f) {
     return false;
   }
   return source.stack(layer, ExpertPart::kGate, out.gate) &&
@@ -303,8 +302,10 @@ void compute_experts(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
   combine_choices(backend, w, n_tokens, n_embd, s, out);
 }
 
-bool has_expert_biases(const MoeFfnWeights& w) {
-  return !w.gate_bias.empty() || !w.up_bias.empty() || !w.down_bias.empty();
+// Whether the stacked paths need each row's expert id (biases and scales are per expert).
+bool has_per_expert_rows(const MoeFfnWeights& w) {
+  return !w.gate_bias.empty() || !w.up_bias.empty() || !w.down_bias.empty() ||
+         !w.gate_scale.empty() || !w.up_scale.empty() || !w.down_scale.empty();
 }
 
 // The stacked paths' bias step: x [m, n] += each row's expert's row of `table` (if any), the
@@ -314,8 +315,16 @@ void add_bias_rows(Backend& backend, const MoeFfnWeights& w, const std::vector<f
   if (!table.empty()) backend.add_expert_bias(x, table.data(), w.config.n_expert, ids, m, n);
 }
 
+// The stacked paths' scale step: x [m, n] *= each row's expert's scale (if any) — the per-expert
+// path's scale_by_expert, row by row.
+void scale_rows(Backend& backend, const MoeFfnWeights& w, const std::vector<float>& scales,
+                const int32_t* ids, float* x, int64_t m, int64_t n) {
+  if (!scales.empty()) backend.scale_expert_rows(x, scales.data(), w.config.n_expert, ids, m, n);
+}
+
 // One token on the stacked path: gate and up of the k choices (one shared-input product, the CPU
-// runs both as one loop), their bias rows, their GLU, down and its bias rows, the weighted sum.
+// runs both as one loop), their scales and bias rows, their GLU, down and its scales and bias
+// rows, the weighted sum.
 // The choices are in backend memory already, or were made on the host (a source that loads:
 // every one acquired, then looked up in its stack).
 void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
@@ -334,7 +343,7 @@ void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::E
     }
     backend.upload(s.choice_ids.data(), s.row_slots.data(), size_t(k) * sizeof(int32_t));
     backend.upload(s.choice_weights.data(), s.router.weights.data(), size_t(k) * sizeof(float));
-    if (has_expert_biases(w)) {
+    if (has_per_expert_rows(w)) {
       backend.upload(s.expert_ids.data(), s.router.selected.data(), size_t(k) * sizeof(int32_t));
       bias_ids = s.expert_ids.data();
     }
@@ -342,11 +351,14 @@ void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::E
   const ExpertStack gate_up[] = {stacks.gate, stacks.up};
   float* const gate_up_out[] = {s.grouped_gate.data(), s.grouped_up.data()};
   backend.matmul_experts_shared_input(gate_up, gate_up_out, 2, s.choice_ids.data(), k, x);
+  scale_rows(backend, w, w.gate_scale, bias_ids, s.grouped_gate.data(), k, w.n_ff);
+  scale_rows(backend, w, w.up_scale, bias_ids, s.grouped_up.data(), k, w.n_ff);
   add_bias_rows(backend, w, w.up_bias, bias_ids, s.grouped_up.data(), k, w.n_ff);
   add_bias_rows(backend, w, w.gate_bias, bias_ids, s.grouped_gate.data(), k, w.n_ff);
   backend.glu(w.act, s.grouped_gate.data(), s.grouped_up.data(), k, w.n_ff);
   backend.matmul_experts(stacks.down, s.choice_ids.data(), k, s.grouped_gate.data(), false,
                          s.outputs.data());
+  scale_rows(backend, w, w.down_scale, bias_ids, s.outputs.data(), k, n_embd);
   add_bias_rows(backend, w, w.down_bias, bias_ids, s.outputs.data(), k, n_embd);
   if (!s.selected_on_backend) source.release(layer);
   backend.weighted_sum(s.outputs.data(), s.choice_weights.data(), 1, k, n_embd, out);
@@ -354,8 +366,8 @@ void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::E
 
 // A chunk on the stacked path: per window of acquired experts, the rows routed to them gathered
 // expert by expert (tokens in order, as the per-expert path takes them), gate / up / down as one
-// grouped product each (each followed by its bias rows, the rows' expert ids uploaded once), the
-// results scattered to (token, choice); then the weighted sum.
+// grouped product each (each followed by its scales and bias rows, the rows' expert ids uploaded
+// once), the results scattered to (token, choice); then the weighted sum.
 void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                      int64_t layer, const LayerStacks& stacks, const float* x, int64_t n_tokens,
                      int64_t n_embd, MoeScratch& s, float* out) {
@@ -389,14 +401,17 @@ void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
     backend.matmul_expert_groups(stacks.up, s.group_ids.data(), s.group_offsets.data(), n_groups,
                                  s.grouped_in.data(), s.grouped_up.data());
     const int32_t* bias_ids = s.expert_ids.data();
-    if (has_expert_biases(w)) {
+    if (has_per_expert_rows(w)) {
       backend.upload(s.expert_ids.data(), s.row_experts.data(), size_t(m) * sizeof(int32_t));
     }
+    scale_rows(backend, w, w.gate_scale, bias_ids, s.grouped_gate.data(), m, w.n_ff);
+    scale_rows(backend, w, w.up_scale, bias_ids, s.grouped_up.data(), m, w.n_ff);
     add_bias_rows(backend, w, w.up_bias, bias_ids, s.grouped_up.data(), m, w.n_ff);
     add_bias_rows(backend, w, w.gate_bias, bias_ids, s.grouped_gate.data(), m, w.n_ff);
     backend.glu(w.act, s.grouped_gate.data(), s.grouped_up.data(), m, w.n_ff);
     backend.matmul_expert_groups(stacks.down, s.group_ids.data(), s.group_offsets.data(), n_groups,
                                  s.grouped_gate.data(), s.grouped_out.data());
+    scale_rows(backend, w, w.down_scale, bias_ids, s.grouped_out.data(), m, n_embd);
     add_bias_rows(backend, w, w.down_bias, bias_ids, s.grouped_out.data(), m, n_embd);
     backend.scatter_rows(s.grouped_out.data(), s.row_slots.data(), m, n_embd, s.outputs.data());
   });

@@ -104,8 +104,9 @@ struct MoeScratch {
 // (ExpertSource::stack), the experts are multiplied by stack index: a decode token's k choices
 // in one product per part — chosen on the backend when the source needs no acquire, so the step
 // reads nothing back — and a chunk's rows grouped by expert, one product per part for all; the
-// per-expert biases (gpt-oss) follow each product as Backend::add_expert_bias by expert id. The
-// numbers do not depend on the source: a device's slots and the resident file give the same.
+// per-expert biases (gpt-oss) and output scales (Gemma 4) follow each product as
+// Backend::add_expert_bias / scale_expert_rows by expert id. The numbers do not depend on the
+// source: a device's slots and the resident file give the same.
 void moe_route(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource& source,
                int64_t layer, const float* x, int64_t n_tokens, MoeScratch& scratch,
                const Trace& trace, const Backend* expert_backend = nullptr);

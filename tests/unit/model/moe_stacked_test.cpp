@@ -6,7 +6,9 @@
 // than the chunk's experts — and on hybrid placement, the experts on a second CPU backend. Also
 // with gpt-oss's MoE (top-k of biased logits, softmax of the chosen, per-expert biases added by
 // id after each stacked product, swiglu_oai) and DeepSeek V3's router (sigmoid, selection bias,
-// groups): chosen by Backend::select_experts, they must give the host choice's numbers.
+// groups): chosen by Backend::select_experts, they must give the host choice's numbers. And with
+// per-expert output scales (Gemma 4's ffn_down_exps.scale; gate and up scales too), multiplied
+// by id after each stacked product.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -108,6 +110,14 @@ class MoeStackedTest : public ::testing::Test {
     weights_.config.n_group_used = 2;
     weights_.config.weights_scale = 2.5f;
     weights_.router.selection_bias = random_values(kExperts, rng);
+  }
+
+  // Per-expert scales of every part's output (Gemma 4 has the down one).
+  void make_scaled() {
+    std::mt19937 rng(seed_ + 3);
+    weights_.gate_scale = random_values(kExperts, rng);
+    weights_.up_scale = random_values(kExperts, rng);
+    weights_.down_scale = random_values(kExperts, rng);
   }
 
   // Every placement's stacked numbers against the per-expert path's.
@@ -216,6 +226,28 @@ TEST_F(MoeStackedTest, BiasedExpertsGiveThePerExpertNumbers) {
 TEST_F(MoeStackedTest, SigmoidGroupedRouterGivesTheHostChoice) {
   make_deepseek_like();
   expect_stacked_paths_match("deepseek");
+}
+
+TEST_F(MoeStackedTest, ScaledExpertsGiveThePerExpertNumbers) {
+  make_scaled();
+  expect_stacked_paths_match("scaled");
+}
+
+// The scales do change the output, each of them (a stacked path that skipped one would fail
+// above only if the per-expert path skipped it too).
+TEST_F(MoeStackedTest, ExpertScalesChangeTheOutput) {
+  experts::ResidentExperts resident(layout_);
+  make_scaled();
+  const std::vector<float> scaled = run(resident, true, 1);
+  for (std::vector<float>* scales :
+       {&weights_.gate_scale, &weights_.up_scale, &weights_.down_scale}) {
+    const std::vector<float> kept = *scales;
+    scales->clear();
+    const std::vector<float> unscaled = run(resident, true, 1);
+    *scales = kept;
+    ASSERT_EQ(scaled.size(), unscaled.size());
+    EXPECT_NE(std::memcmp(scaled.data(), unscaled.data(), scaled.size() * sizeof(float)), 0);
+  }
 }
 
 // The biases do change the output (a stacked path that skipped them would fail above).
