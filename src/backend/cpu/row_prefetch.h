@@ -3,8 +3,9 @@
 // mapped file many times the caches' size, each chosen expert a fresh ~1 MiB run of rows; asking
 // for the row `expert_rows_ahead()` on while this one is computed overlaps the memory's latency
 // (and the page walks) with the work. Measured on the H200's 16-core Xeon host, hybrid decode
-// of Qwen3-30B-A3B: 43.8 t/s without, 51.1 with 8 rows (docs/BENCHMARKS.md); the dense matvec
-// gained nothing (its rows are one long run the hardware prefetcher follows) and has none.
+// of Qwen3-30B-A3B with 8 rows: 43.8 → 51.1 t/s on one lent machine, 39.7 / 43.3 → 41.8 / 44.7
+// on a slower one (docs/BENCHMARKS.md); the dense matvec gained nothing (its rows are one long
+// run the hardware prefetcher follows) and has none.
 #pragma once
 
 #include <cstddef>
