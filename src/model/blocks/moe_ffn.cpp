@@ -322,6 +322,22 @@ void scale_rows(Backend& backend, const MoeFfnWeights& w, const std::vector<floa
   if (!scales.empty()) backend.scale_expert_rows(x, scales.data(), w.config.n_expert, ids, m, n);
 }
 
+// The per-expert steps after the stacked gate / up products [m, n_ff] and after the down
+// product [m, n_embd], in the per-expert path's order (gate_and_up's scales, then run_expert's
+// up, gate and down biases); ids: each row's expert id, in backend memory.
+void after_gate_up(Backend& backend, const MoeFfnWeights& w, const int32_t* ids, float* gate,
+                   float* up, int64_t m) {
+  scale_rows(backend, w, w.gate_scale, ids, gate, m, w.n_ff);
+  scale_rows(backend, w, w.up_scale, ids, up, m, w.n_ff);
+  add_bias_rows(backend, w, w.up_bias, ids, up, m, w.n_ff);
+  add_bias_rows(backend, w, w.gate_bias, ids, gate, m, w.n_ff);
+}
+void after_down(Backend& backend, const MoeFfnWeights& w, const int32_t* ids, float* out, int64_t m,
+                int64_t n_embd) {
+  scale_rows(backend, w, w.down_scale, ids, out, m, n_embd);
+  add_bias_rows(backend, w, w.down_bias, ids, out, m, n_embd);
+}
+
 // One token on the stacked path: gate and up of the k choices (one shared-input product, the CPU
 // runs both as one loop), their scales and bias rows, their GLU, down and its scales and bias
 // rows, the weighted sum.
@@ -332,8 +348,8 @@ void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::E
                             int64_t n_embd, MoeScratch& s, float* out) {
   const int64_t k = w.config.n_expert_used;
   // Chosen on the backend, the source keeps every expert at stack index id (always_in_stack):
-  // the choices are the bias rows' ids too.
-  const int32_t* bias_ids = s.choice_ids.data();
+  // the choices are the rows' expert ids too.
+  const int32_t* row_expert_ids = s.choice_ids.data();
   if (!s.selected_on_backend) {
     s.row_slots.resize(size_t(k));
     for (int64_t c = 0; c < k; ++c) {
@@ -345,21 +361,17 @@ void compute_decode_stacked(Backend& backend, const MoeFfnWeights& w, experts::E
     backend.upload(s.choice_weights.data(), s.router.weights.data(), size_t(k) * sizeof(float));
     if (has_per_expert_rows(w)) {
       backend.upload(s.expert_ids.data(), s.router.selected.data(), size_t(k) * sizeof(int32_t));
-      bias_ids = s.expert_ids.data();
+      row_expert_ids = s.expert_ids.data();
     }
   }
   const ExpertStack gate_up[] = {stacks.gate, stacks.up};
   float* const gate_up_out[] = {s.grouped_gate.data(), s.grouped_up.data()};
   backend.matmul_experts_shared_input(gate_up, gate_up_out, 2, s.choice_ids.data(), k, x);
-  scale_rows(backend, w, w.gate_scale, bias_ids, s.grouped_gate.data(), k, w.n_ff);
-  scale_rows(backend, w, w.up_scale, bias_ids, s.grouped_up.data(), k, w.n_ff);
-  add_bias_rows(backend, w, w.up_bias, bias_ids, s.grouped_up.data(), k, w.n_ff);
-  add_bias_rows(backend, w, w.gate_bias, bias_ids, s.grouped_gate.data(), k, w.n_ff);
+  after_gate_up(backend, w, row_expert_ids, s.grouped_gate.data(), s.grouped_up.data(), k);
   backend.glu(w.act, s.grouped_gate.data(), s.grouped_up.data(), k, w.n_ff);
   backend.matmul_experts(stacks.down, s.choice_ids.data(), k, s.grouped_gate.data(), false,
                          s.outputs.data());
-  scale_rows(backend, w, w.down_scale, bias_ids, s.outputs.data(), k, n_embd);
-  add_bias_rows(backend, w, w.down_bias, bias_ids, s.outputs.data(), k, n_embd);
+  after_down(backend, w, row_expert_ids, s.outputs.data(), k, n_embd);
   if (!s.selected_on_backend) source.release(layer);
   backend.weighted_sum(s.outputs.data(), s.choice_weights.data(), 1, k, n_embd, out);
 }
@@ -400,19 +412,15 @@ void compute_grouped(Backend& backend, const MoeFfnWeights& w, experts::ExpertSo
                                  s.grouped_in.data(), s.grouped_gate.data());
     backend.matmul_expert_groups(stacks.up, s.group_ids.data(), s.group_offsets.data(), n_groups,
                                  s.grouped_in.data(), s.grouped_up.data());
-    const int32_t* bias_ids = s.expert_ids.data();
+    const int32_t* row_expert_ids = s.expert_ids.data();
     if (has_per_expert_rows(w)) {
       backend.upload(s.expert_ids.data(), s.row_experts.data(), size_t(m) * sizeof(int32_t));
     }
-    scale_rows(backend, w, w.gate_scale, bias_ids, s.grouped_gate.data(), m, w.n_ff);
-    scale_rows(backend, w, w.up_scale, bias_ids, s.grouped_up.data(), m, w.n_ff);
-    add_bias_rows(backend, w, w.up_bias, bias_ids, s.grouped_up.data(), m, w.n_ff);
-    add_bias_rows(backend, w, w.gate_bias, bias_ids, s.grouped_gate.data(), m, w.n_ff);
+    after_gate_up(backend, w, row_expert_ids, s.grouped_gate.data(), s.grouped_up.data(), m);
     backend.glu(w.act, s.grouped_gate.data(), s.grouped_up.data(), m, w.n_ff);
     backend.matmul_expert_groups(stacks.down, s.group_ids.data(), s.group_offsets.data(), n_groups,
                                  s.grouped_gate.data(), s.grouped_out.data());
-    scale_rows(backend, w, w.down_scale, bias_ids, s.grouped_out.data(), m, n_embd);
-    add_bias_rows(backend, w, w.down_bias, bias_ids, s.grouped_out.data(), m, n_embd);
+    after_down(backend, w, row_expert_ids, s.grouped_out.data(), m, n_embd);
     backend.scatter_rows(s.grouped_out.data(), s.row_slots.data(), m, n_embd, s.outputs.data());
   });
   combine_choices(backend, w, n_tokens, n_embd, s, out);
