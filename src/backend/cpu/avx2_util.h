@@ -77,5 +77,30 @@ inline __m256i loadu256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
 
+// The 6-bit scales and minimums of a Q4_K / Q5_K super-block (its 12 packed bytes), unpacked four
+// at a time in 32-bit words: byte j of `scales` / `mins` is scale / minimum j, as the
+// reference's one-by-one unpacking gives them.
+struct K4Scales {
+  uint64_t scales, mins;
+};
+inline K4Scales unpack_k4_scales(const uint8_t* packed /*[12]*/) {
+  uint32_t a, b, c;  // a: scales 0..3 and the top bits of 4..7; b: the same for the minimums
+  std::memcpy(&a, packed, 4);
+  std::memcpy(&b, packed + 4, 4);
+  std::memcpy(&c, packed + 8, 4);  // low nibbles: scales 4..7, high nibbles: minimums 4..7
+  const uint32_t scales_high = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+  const uint32_t mins_high = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+  return {(a & 0x3f3f3f3fu) | uint64_t(scales_high) << 32, (b & 0x3f3f3f3fu) | uint64_t(mins_high)
+                                                                                   << 32};
+}
+
+// The 8 minimums (bytes of `mins`), each repeated for its sub-block's two bsums, as 16 int16.
+inline __m256i mins_per_bsum(uint64_t mins) {
+  const __m128i twice =
+      _mm_shuffle_epi8(_mm_cvtsi64_si128(int64_t(mins)),
+                       _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+  return _mm256_cvtepu8_epi16(twice);
+}
+
 }  // namespace
 }  // namespace sluice::cpu

@@ -28,24 +28,6 @@ __m256i bsums_dot(const BlockQ8_K& x, __m256i scale16) {
   return _mm256_madd_epi16(loadu256(x.bsums), scale16);
 }
 
-// Q4_K / Q5_K 6-bit scales and mins (same unpacking as the reference, kept local).
-void unpack_k4_scales(const uint8_t* packed, uint8_t* scales /*[8]*/, uint8_t* mins /*[8]*/) {
-  for (int j = 0; j < 4; ++j) {
-    scales[j] = packed[j] & 63;
-    mins[j] = packed[j + 4] & 63;
-    scales[j + 4] = uint8_t((packed[j + 8] & 0xf) | ((packed[j] >> 6) << 4));
-    mins[j + 4] = uint8_t((packed[j + 8] >> 4) | ((packed[j + 4] >> 6) << 4));
-  }
-}
-
-// The mins of the 8 sub-blocks of 32, each repeated for its two bsums, as 16 int16.
-__m256i mins_per_bsum(const uint8_t* mins /*[8]*/) {
-  const __m128i packed = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins));
-  const __m128i twice =
-      _mm_shuffle_epi8(packed, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
-  return _mm256_cvtepu8_epi16(twice);
-}
-
 float dot_q2_k(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ2_K*>(w);  // [n / 256]
   const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
@@ -74,6 +56,21 @@ float dot_q2_k(const void* w, const void* x, int64_t n) {
   return hsum_ps(acc) - hsum_ps(acc_min);
 }
 
+// Q3_K's 16 6-bit scales minus 32, as bytes: scale j is the low nibble of byte j (j < 8) or the
+// high nibble of byte j - 8, with bits 2 (j / 4), 2 (j / 4) + 1 of byte 8 + j % 4 on top —
+// unpacked four at a time in 32-bit words.
+__m128i unpack_q3_k_scales(const uint8_t* packed /*[12]*/) {
+  uint32_t a, b, c;
+  std::memcpy(&a, packed, 4);
+  std::memcpy(&b, packed + 4, 4);
+  std::memcpy(&c, packed + 8, 4);
+  const uint32_t nibbles = 0x0f0f0f0fu, top = 0x30303030u;
+  const __m128i unsigned_scales = _mm_setr_epi32(
+      int((a & nibbles) | ((c << 4) & top)), int((b & nibbles) | ((c << 2) & top)),
+      int(((a >> 4) & nibbles) | (c & top)), int(((b >> 4) & nibbles) | ((c >> 2) & top)));
+  return _mm_sub_epi8(unsigned_scales, _mm_set1_epi8(32));
+}
+
 // Q3_K values are u - 4 with u = low2 | high << 2 in 0..7: sum u*q8 by maddubs, and the -4
 // becomes 4 * sum(scale * bsum).
 float dot_q3_k(const void* w, const void* x, int64_t n) {
@@ -81,13 +78,7 @@ float dot_q3_k(const void* w, const void* x, int64_t n) {
   const auto* xb = static_cast<const BlockQ8_K*>(x);  // [n / 256]
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    int8_t scales[16];
-    for (int j = 0; j < 16; ++j) {
-      const int low = j < 8 ? (wb[i].scales[j] & 0xf) : (wb[i].scales[j - 8] >> 4);
-      const int high = (wb[i].scales[8 + (j % 4)] >> (2 * (j / 4))) & 3;
-      scales[j] = int8_t((low | (high << 4)) - 32);
-    }
-    const __m128i scales8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
+    const __m128i scales8 = unpack_q3_k_scales(wb[i].scales);
     const __m256i offset = bsums_dot(xb[i], _mm256_cvtepi8_epi16(scales8));
     const __m256i hmask = loadu256(wb[i].hmask);
     __m256i sumi = _mm256_setzero_si256();
@@ -109,9 +100,15 @@ float dot_q3_k(const void* w, const void* x, int64_t n) {
 }
 
 // The integer part shared by Q4_K and Q5_K (`qh` nullptr for Q4_K): per lane, the sums of
-// quant * q8 * sub-block scale over the block's 256 elements.
-__m256i q45_k_scaled_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* scales /*[8]*/,
+// quant * q8 * sub-block scale over the block's 256 elements. The scales (bytes of `scales`)
+// are spread once into int16 lanes; each step picks its pair with one byte shuffle.
+__m256i q45_k_scaled_sums(const uint8_t* qs, const uint8_t* qh, uint64_t scales,
                           const BlockQ8_K& xb) {
+  const __m256i scales16 =
+      _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(int64_t(scales))));
+  const auto scale_of = [&](int sub_block) {  // scale `sub_block` in every int16 lane
+    return _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(int16_t(0x0100 + 0x0202 * sub_block)));
+  };
   const __m256i high_bits = qh != nullptr ? loadu256(qh) : _mm256_setzero_si256();
   __m256i sumi = _mm256_setzero_si256();
   for (int j = 0; j < 4; ++j) {  // 64 elements: low nibbles then high nibbles
@@ -122,10 +119,10 @@ __m256i q45_k_scaled_sums(const uint8_t* qs, const uint8_t* qh, const uint8_t* s
       lo = _mm256_or_si256(lo, _mm256_slli_epi16(byte_bit(high_bits, 2 * j), 4));
       hi = _mm256_or_si256(hi, _mm256_slli_epi16(byte_bit(high_bits, 2 * j + 1), 4));
     }
-    const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(xb.qs + 64 * j)),
-                                           _mm256_set1_epi16(scales[2 * j]));
+    const __m256i p_lo =
+        _mm256_madd_epi16(_mm256_maddubs_epi16(lo, loadu256(xb.qs + 64 * j)), scale_of(2 * j));
     const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, loadu256(xb.qs + 64 * j + 32)),
-                                           _mm256_set1_epi16(scales[2 * j + 1]));
+                                           scale_of(2 * j + 1));
     sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
   }
   return sumi;
@@ -139,19 +136,15 @@ float dot_q4_k(const void* w, const void* x, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   __m128 acc_min = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    uint8_t scales[8], mins[8];
-    unpack_k4_scales(wb[i].scales, scales, mins);
-    int32_t min_terms[4];
-    for (int k = 0; k < 4; ++k) {
-      const int pair0 = xb[i].bsums[4 * k] + xb[i].bsums[4 * k + 1];
-      const int pair1 = xb[i].bsums[4 * k + 2] + xb[i].bsums[4 * k + 3];
-      min_terms[k] = mins[2 * k] * pair0 + mins[2 * k + 1] * pair1;
-    }
+    const K4Scales unpacked = unpack_k4_scales(wb[i].scales);
+    // Lane k: mins[2k] * (bsums 4k, 4k+1) + mins[2k+1] * (bsums 4k+2, 4k+3), from the 8 lanes
+    // of minimum * its two bsums added in neighbouring pairs.
+    const __m256i per_min = bsums_dot(xb[i], mins_per_bsum(unpacked.mins));
+    const __m128i min_terms =
+        _mm_hadd_epi32(_mm256_castsi256_si128(per_min), _mm256_extracti128_si256(per_min, 1));
     const float dmin = -xb[i].d * half_to_float(wb[i].dmin);
-    acc_min = _mm_fmadd_ps(
-        _mm_set1_ps(dmin),
-        _mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(min_terms))), acc_min);
-    const __m256i sumi = q45_k_scaled_sums(wb[i].qs, nullptr, scales, xb[i]);
+    acc_min = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(min_terms), acc_min);
+    const __m256i sumi = q45_k_scaled_sums(wb[i].qs, nullptr, unpacked.scales, xb[i]);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(xb[i].d * half_to_float(wb[i].d)),
                           _mm256_cvtepi32_ps(sumi), acc);
   }
@@ -166,10 +159,9 @@ float dot_q5_k(const void* w, const void* x, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK_K; ++i) {
-    uint8_t scales[8], mins[8];
-    unpack_k4_scales(wb[i].scales, scales, mins);
-    const __m256i mins_dot = bsums_dot(xb[i], mins_per_bsum(mins));
-    const __m256i sumi = q45_k_scaled_sums(wb[i].qs, wb[i].qh, scales, xb[i]);
+    const K4Scales unpacked = unpack_k4_scales(wb[i].scales);
+    const __m256i mins_dot = bsums_dot(xb[i], mins_per_bsum(unpacked.mins));
+    const __m256i sumi = q45_k_scaled_sums(wb[i].qs, wb[i].qh, unpacked.scales, xb[i]);
     const float d = half_to_float(wb[i].d) * xb[i].d;
     const float dmin = half_to_float(wb[i].dmin) * xb[i].d;
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);

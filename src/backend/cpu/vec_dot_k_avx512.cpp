@@ -10,47 +10,57 @@
 namespace sluice::cpu {
 namespace {
 
-void unpack_k4_scales(const uint8_t* packed, uint8_t* scales /*[8]*/, uint8_t* mins /*[8]*/) {
-  for (int j = 0; j < 4; ++j) {
-    scales[j] = packed[j] & 63;
-    mins[j] = packed[j + 4] & 63;
-    scales[j + 4] = uint8_t((packed[j + 8] & 0xf) | ((packed[j] >> 6) << 4));
-    mins[j + 4] = uint8_t((packed[j + 8] >> 4) | ((packed[j + 4] >> 6) << 4));
-  }
-}
-
 // sum over sub-blocks of 32 of min * (its two bsums), as 8 int32 partial sums.
-__m256i mins_dot(const BlockQ8_K& x, const uint8_t* mins /*[8]*/) {
-  const __m128i packed = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(mins));
-  const __m128i twice =
-      _mm_shuffle_epi8(packed, _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
-  return _mm256_madd_epi16(loadu256(x.bsums), _mm256_cvtepu8_epi16(twice));
+__m256i mins_dot(const BlockQ8_K& x, uint64_t mins) {
+  return _mm256_madd_epi16(loadu256(x.bsums), mins_per_bsum(mins));
 }
 
-// Q4_K / Q5_K super-block: `qh` is nullptr for Q4_K.
+// The scales of two 64-element steps j and j + 1 as int16 pairs per int32 lane: lanes 0..7 (the
+// low nibbles) (scale 2j, scale 2j + 2), lanes 8..15 (the high nibbles) (2j + 1, 2j + 3).
+// Returns the pairs of steps 0-1 and 2-3.
+void scale_pairs(uint64_t scales, __m512i* steps01, __m512i* steps23) {
+  const int8_t z = -1;  // pshufb: a zero byte
+  const __m128i words =
+      _mm_shuffle_epi8(_mm_cvtsi64_si128(int64_t(scales)),
+                       _mm_setr_epi8(0, z, 2, z, 1, z, 3, z, 4, z, 6, z, 5, z, 7, z));
+  const __m512i all = _mm512_castsi128_si512(words);
+  *steps01 = _mm512_permutexvar_epi32(
+      _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), all);
+  *steps23 = _mm512_permutexvar_epi32(
+      _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3), all);
+}
+
+// Q4_K / Q5_K super-block: `qh` is nullptr for Q4_K. Lane k of the integer sums holds, for every
+// 64-element step j, scale(2j) * (4 products of low nibbles 4k..4k+3) for k < 8 and
+// scale(2j + 1) * (the high nibbles' 4 products) for k >= 8 — the lanes maddubs + madd gave, so
+// the float steps after them round alike. Here VNNI's dpbusd makes each step's 4-product sums
+// (at most 4 * 31 * 127, an int16), two steps share a 16-bit lane pair, and one madd applies
+// both steps' scales.
 void dot_q45_k(const uint8_t* qs, const uint8_t* qh, const uint8_t* packed_scales, float d,
                float dmin, const BlockQ8_K& xb, __m512* acc, __m256* acc_min) {
-  uint8_t scales[8], mins[8];
-  unpack_k4_scales(packed_scales, scales, mins);
+  const K4Scales unpacked = unpack_k4_scales(packed_scales);
+  __m512i pair_scales[2];
+  scale_pairs(unpacked.scales, &pair_scales[0], &pair_scales[1]);
   const __m512i low_nibble = _mm512_set1_epi8(0x0f);
   const __m256i high_bits = qh != nullptr ? loadu256(qh) : _mm256_setzero_si256();
-  __m512i sumi = _mm512_setzero_si512();
-  for (int j = 0; j < 4; ++j) {  // 64 elements: 32 low nibbles, then 32 high nibbles
+  const auto step_sums = [&](int j) {  // 64 elements: 32 low nibbles, then 32 high nibbles
     const __m256i q4 = loadu256(qs + 32 * j);
     __m512i q = _mm512_and_si512(pair256(q4, _mm256_srli_epi16(q4, 4)), low_nibble);
     if (qh != nullptr) {
       const __m512i fifth = pair256(byte_bit(high_bits, 2 * j), byte_bit(high_bits, 2 * j + 1));
       q = _mm512_or_si512(q, _mm512_slli_epi16(fifth, 4));
     }
-    const __m512i pairs = _mm512_maddubs_epi16(q, loadu512(xb.qs + 64 * j));
-    const __m512i scale16 =
-        _mm512_mask_blend_epi16(__mmask32(0xffff0000u), _mm512_set1_epi16(scales[2 * j]),
-                                _mm512_set1_epi16(scales[2 * j + 1]));
-    sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(pairs, scale16));
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, loadu512(xb.qs + 64 * j));
+  };
+  __m512i sumi = _mm512_setzero_si512();
+  for (int pair = 0; pair < 2; ++pair) {
+    const __m512i both = _mm512_mask_blend_epi16(__mmask32(0xaaaaaaaau), step_sums(2 * pair),
+                                                 _mm512_slli_epi32(step_sums(2 * pair + 1), 16));
+    sumi = _mm512_add_epi32(sumi, _mm512_madd_epi16(both, pair_scales[pair]));
   }
   *acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), *acc);
-  *acc_min =
-      _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins_dot(xb, mins)), *acc_min);
+  *acc_min = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins_dot(xb, unpacked.mins)),
+                             *acc_min);
 }
 
 float dot_q4_k(const void* w, const void* x, int64_t n) {
