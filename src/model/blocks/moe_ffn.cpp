@@ -209,8 +209,11 @@ bool layer_stacks(const MoeFfnWeights& w, const experts::ExpertSource& source, i
 bool moe_decode_stays_on_backend(const Backend& backend, const MoeFfnWeights& w,
                                  const experts::ExpertSource& source, int64_t layer,
                                  const MoeScratch& s, const Backend* expert_backend) {
+  // On the host the choice costs no round trip to keep, and is made there: every expert is then
+  // acquired, so the source counts its hits as on the per-expert path.
   LayerStacks stacks;
-  return (expert_backend == nullptr || expert_backend == &backend) && s.stacked &&
+  return !backend.host_memory() && (expert_backend == nullptr || expert_backend == &backend) &&
+         s.stacked &&
          source.always_in_stack() && selects_on_backend(w.config, s.router) &&
          layer_stacks(w, source, layer, stacks);
 }
@@ -470,14 +473,19 @@ void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource
                  int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
                  float* out, const Trace& trace, Backend* expert_backend) {
   if (expert_backend == nullptr || expert_backend == &backend) {
+    // On the host, a source with stacks (the resident file) takes the stacked paths: a decode
+    // token's k choices are one parallel loop per part instead of a matmul per matrix, with the
+    // same numbers. The buffers are made the first time: a streaming cache has no stacks.
+    LayerStacks stacks;
+    if (!s.stacked && backend.host_memory() && layer_stacks(w, source, layer, stacks)) {
+      s.use_stacks(backend, w, n_embd);
+    }
     compute_routed(backend, w, source, layer, x, n_tokens, n_embd, s, out);
   } else {
     MoeScratch& h = hybrid_scratch(*expert_backend, w, n_embd, s);
     const size_t bytes = size_t(n_tokens * n_embd) * sizeof(float);
     backend.download(h.input.data(), x, bytes);
-    // A source with stacks (the resident file) takes the stacked paths there too: on the CPU a
-    // decode token's k choices are then one parallel loop per part instead of a matmul per
-    // matrix, with the same numbers. The streaming cache has no stacks: per expert.
+    // The expert backend (the host's) takes the stacked paths as above.
     LayerStacks stacks;
     if (!h.stacked && layer_stacks(w, source, layer, stacks)) {
       h.use_stacks(*expert_backend, w, n_embd);

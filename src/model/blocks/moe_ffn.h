@@ -64,12 +64,11 @@ struct MoeScratch {
   std::vector<int32_t> slots;    // [n_batch] their rows of `outputs` (token * k + choice)
   std::vector<int32_t> halves;  // [2 n_batch] 0, 2, 4 … then 1, 3, 5 …: a fused output's halves
   int64_t n_batch = 0;
-  // The stacked paths (a backend whose memory is not the host's, i.e. a GPU, or the hybrid
-  // placement's expert backend, and a source with stacks): the experts multiplied by stack
-  // index, many per launch. Decode keeps the choices in
-  // backend memory (chosen there when the source needs no acquire); prefill groups the routed
-  // rows by expert.
-  bool stacked = false;                // reserve() on a backend whose memory is not the host's
+  // The stacked paths (a source with stacks, on any backend: a GPU sets them up in reserve(),
+  // the host at the first layer with stacks): the experts multiplied by stack index, many per
+  // launch. Decode keeps the choices in backend memory (on a GPU chosen there when the source
+  // needs no acquire); prefill groups the routed rows by expert.
+  bool stacked = false;
   bool selected_on_backend = false;    // this call's choices were made on the backend
   BackendArray<int32_t> choice_ids;    // [n_batch * k] stack indices of the choices
   BackendArray<float> choice_weights;  // [n_batch * k] their weights
@@ -89,8 +88,8 @@ struct MoeScratch {
   std::unique_ptr<MoeScratch> hybrid;
   BackendArray<float> input, sum;
   void reserve(Backend& backend, const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch);
-  // The stacked paths' buffers, and stacked = true (reserve() calls it for a GPU; a test may on
-  // the CPU, whose ops give the per-expert path's numbers).
+  // The stacked paths' buffers, and stacked = true (reserve() calls it for a GPU, moe_compute
+  // on the host; the CPU's ops give the per-expert path's numbers).
   void use_stacks(Backend& backend, const MoeFfnWeights& w, int64_t n_embd);
 };
 
