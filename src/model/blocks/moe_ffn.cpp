@@ -213,8 +213,7 @@ bool moe_decode_stays_on_backend(const Backend& backend, const MoeFfnWeights& w,
   // acquired, so the source counts its hits as on the per-expert path.
   LayerStacks stacks;
   return !backend.host_memory() && (expert_backend == nullptr || expert_backend == &backend) &&
-         s.stacked &&
-         source.always_in_stack() && selects_on_backend(w.config, s.router) &&
+         s.stacked && source.always_in_stack() && selects_on_backend(w.config, s.router) &&
          layer_stacks(w, source, layer, stacks);
 }
 

@@ -69,9 +69,9 @@ struct MoeScratch {
   // launch. Decode keeps the choices in backend memory (on a GPU chosen there when the source
   // needs no acquire); prefill groups the routed rows by expert.
   bool stacked = false;
-  bool selected_on_backend = false;    // this call's choices were made on the backend
-  BackendArray<int32_t> choice_ids;    // [n_batch * k] stack indices of the choices
-  BackendArray<float> choice_weights;  // [n_batch * k] their weights
+  bool selected_on_backend = false;              // this call's choices were made on the backend
+  BackendArray<int32_t> choice_ids;              // [n_batch * k] stack indices of the choices
+  BackendArray<float> choice_weights;            // [n_batch * k] their weights
   BackendArray<float> grouped_in, grouped_out;   // [n_batch * k, n_embd] rows by expert
   BackendArray<float> grouped_gate, grouped_up;  // [n_batch * k, n_ff]
   std::vector<int32_t> group_ids;                // stack index of each group's expert
