@@ -63,6 +63,7 @@ class DeviceExpertSlots final : public ExpertSource {
   const ExpertStats& stats() const override { return host_->stats(); }
 
   const ExpertSource& host() const { return *host_; }
+  ExpertSource& host() { return *host_; }  // the hybrid placement's decode reads it directly
   const DeviceSlotCounters& device_counters() const { return counters_; }
   int64_t n_slots() const { return int64_t(owner_.size()); }
   // Bytes of the host tier the backend page-locked (Backend::pin_host_memory).

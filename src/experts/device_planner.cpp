@@ -47,6 +47,38 @@ std::string explain_cost(const PlacementCost& c, const PlacementRates& r) {
          milliseconds(c.rest_s) + " of the rest on the device, not overlapped)";
 }
 
+int64_t all_experts(const ExpertLayout& layout) {
+  int64_t all = 0;
+  for (const ExpertLayerLayout& l : layout.layers) all += l.n_expert;
+  return all;
+}
+
+// The hybrid placement's slots for long prefill chunks: --gpu-expert-cache, else as many as
+// the budget gives up to one layer's experts — a chunk passes every layer before the next
+// chunk comes, so slots beyond one layer's are never hit again — if they hold one token's.
+void add_prefill_slots(const ExpertLayout& layout, const DevicePlanRequest& r, DevicePlan& plan) {
+  const int64_t fit =
+      r.fixed_bytes < r.budget
+          ? int64_t((r.budget - r.fixed_bytes) / std::max<uint64_t>(r.slot_bytes, 1))
+          : 0;
+  int64_t one_layer = 0;
+  for (const ExpertLayerLayout& l : layout.layers) one_layer = std::max(one_layer, l.n_expert);
+  const int64_t n_slots =
+      r.forced_slots > 0 ? std::min(r.forced_slots, all_experts(layout)) : std::min(fit, one_layer);
+  const std::string chunks =
+      "prefill chunks of " + std::to_string(kHybridDevicePrefillTokens) + "+ tokens: ";
+  if (n_slots < layout.n_expert_used) {
+    plan.reasons.push_back(chunks + "experts on the CPU too (" + std::to_string(n_slots) +
+                           " device slots fit, fewer than one token's experts)");
+    return;
+  }
+  plan.n_slots = n_slots;
+  plan.reasons.push_back(chunks + "experts copied to " + std::to_string(n_slots) +
+                         " device slots of " + format_bytes(r.slot_bytes) + " (" +
+                         format_bytes(uint64_t(n_slots) * r.slot_bytes) +
+                         ") and multiplied on the device");
+}
+
 }  // namespace
 
 DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanRequest& r) {
@@ -54,6 +86,7 @@ DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanReque
   if (r.compute == ExpertCompute::kCpu) {
     plan.mode = DevicePlan::Mode::kHybrid;
     plan.reasons.push_back("routed experts: computed on the CPU from the host tier (--cpu-moe)");
+    add_prefill_slots(layout, r, plan);
     return plan;
   }
   const uint64_t expert_bytes = layout.total_bytes();
@@ -69,8 +102,7 @@ DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanReque
                            format_bytes(r.budget) + " device budget)");
     return plan;
   }
-  int64_t all = 0;
-  for (const ExpertLayerLayout& l : layout.layers) all += l.n_expert;
+  const int64_t all = all_experts(layout);
   const int64_t fit = int64_t((r.budget - r.fixed_bytes) / std::max<uint64_t>(r.slot_bytes, 1));
   const int64_t n_slots = std::min(r.forced_slots > 0 ? r.forced_slots : fit, all);
 
@@ -95,6 +127,7 @@ DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanReque
              ? "fewer device slots fit than one token's experts"
              : std::string("faster than the device tier by the measured rates")) +
         comparison);
+    add_prefill_slots(layout, r, plan);
     return plan;
   }
   if (n_slots < layout.n_expert_used) {

@@ -34,9 +34,18 @@ struct DevicePlanRequest {
   double repeat = kNextTokenRepeat;  // routing locality (placement_cost.h)
 };
 
+// Chunks of this many tokens or more run their routed experts on the device in the hybrid
+// placement too, through its device slots: a chunk multiplies each expert by many rows, so the
+// CPU's arithmetic, not the copy over PCIe, is what bounds it (llama.cpp's -ot exps=CPU copies
+// a batch's experts to the GPU from 32 tokens on as well). Decode and shorter chunks stay on the
+// CPU.
+inline constexpr int64_t kHybridDevicePrefillTokens = 32;
+
 struct DevicePlan {
   enum class Mode : uint8_t { kAllOnDevice, kSlots, kHybrid } mode = Mode::kAllOnDevice;
-  int64_t n_slots = 0;  // kSlots
+  // kSlots: the device tier's slots. kHybrid: slots for the long prefill chunks
+  // (kHybridDevicePrefillTokens), 0 when the budget holds fewer than one token's experts.
+  int64_t n_slots = 0;
   std::vector<std::string> reasons;
 };
 

@@ -149,6 +149,16 @@ void LoadedModel::forward(const model::ForwardRequest& request) {
   last_step_tokens_ = n;
   model::ForwardRequest with_experts = request;
   with_experts.expert_backend = expert_backend_.get();
+  if (hybrid_device_prefill_) {
+    // The hybrid placement with device slots: a long chunk's experts go through them and are
+    // multiplied on the device, decode and short chunks take the host tier below to the CPU.
+    auto& slots = static_cast<experts::DeviceExpertSlots&>(*experts_);
+    if (n >= experts::kHybridDevicePrefillTokens) {
+      with_experts.expert_backend = nullptr;
+    } else {
+      with_experts.experts = &slots.host();
+    }
+  }
   const Clock::time_point start = Clock::now();
   if (decode && recording_.want() && backend_->begin_recorded_step()) {
     try {
@@ -236,7 +246,7 @@ void LoadedModel::place_experts_on_device(const ModelOptions& options) {
                            (rates.measured_now ? "measured now, kept in " : "from ") + rates.file);
   }
   placement_.insert(placement_.end(), plan.reasons.begin(), plan.reasons.end());
-  if (plan.mode == experts::DevicePlan::Mode::kSlots) {
+  if (plan.n_slots > 0) {
     auto slots = std::make_unique<experts::DeviceExpertSlots>(std::move(experts_), expert_layout_,
                                                               *backend_, plan.n_slots);
     if (slots->pinned_bytes() > 0) {
@@ -247,8 +257,10 @@ void LoadedModel::place_experts_on_device(const ModelOptions& options) {
       placement_.push_back(line);
     }
     experts_ = std::move(slots);
-  } else if (plan.mode == experts::DevicePlan::Mode::kHybrid) {
+  }
+  if (plan.mode == experts::DevicePlan::Mode::kHybrid) {
     expert_backend_ = std::make_unique<cpu::CpuBackend>(pool_.get());
+    hybrid_device_prefill_ = plan.n_slots > 0;
   }
 #else
   (void)options;

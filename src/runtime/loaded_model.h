@@ -62,6 +62,9 @@ class LoadedModel final : public Model {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> expert_backend_;  // --cpu-moe: the CPU, for the routed experts
+  // The hybrid placement's long chunks run their experts on the device (experts_ is then the
+  // device slots, over the host tier the CPU reads): experts::kHybridDevicePrefillTokens.
+  bool hybrid_device_prefill_ = false;
   std::unique_ptr<model::LanguageModel> language_model_;
   TextTokenizer tokenizer_;
   ModelInfo info_;

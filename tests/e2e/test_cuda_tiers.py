@@ -6,7 +6,9 @@
   - recorded decode steps (CUDA graphs, replayed without re-recording) give what plain launches
     give: `SLUICE_CUDA_GRAPHS=0` against the default, which records or not as measuring says
     (both within 16 greedy steps) — for a dense model, and for the tiny MoE with every expert on
-    the GPU, whose decode chooses its experts on the device and so is recorded too.
+    the GPU, whose decode chooses its experts on the device and so is recorded too;
+  - the hybrid placement (--cpu-moe) multiplies a long prefill chunk's experts on the device,
+    through device slots: the chunk's logits are the GPU-tiered run's.
 """
 import json
 import os
@@ -65,3 +67,22 @@ def test_recorded_decode_steps_equal_plain_ones(tiny_moe):
 def test_recorded_moe_decode_steps_equal_plain_ones(tiny_moe):
     plain = evaluate(tiny_moe, env=dict(os.environ, SLUICE_CUDA_GRAPHS="0"))
     assert evaluate(tiny_moe) == plain
+
+
+def test_hybrid_runs_long_prefill_chunks_on_the_device(tiny_moe):
+    """--cpu-moe: a chunk of 32+ tokens takes its experts through device slots to the GPU
+    (experts::kHybridDevicePrefillTokens), so its logits are the GPU-tiered run's bit for bit; the
+    decode that follows (experts on the CPU) is not compared."""
+    long_prompt = ",".join(str((7 * i + 3) % 99 + 1) for i in range(40))
+
+    def prefill(*extra):
+        run = subprocess.run([SLUICE_BIN, "eval", "--model", str(tiny_moe), "--tokens", long_prompt,
+                              "--json", "--all-positions", "--backend", "cuda", "--explain",
+                              *extra], capture_output=True, timeout=300)
+        assert run.returncode == 0, run.stderr.decode(errors="replace")
+        return json.loads(run.stdout)["logits"], run.stderr.decode()
+
+    hybrid, explain = prefill("--cpu-moe")
+    assert "prefill chunks of 32+ tokens: experts copied to" in explain, explain
+    tiered, _ = prefill("--gpu-moe", "--gpu-expert-cache", "9")
+    assert hybrid == tiered

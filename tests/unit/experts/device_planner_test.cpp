@@ -83,6 +83,43 @@ TEST(DevicePlanner, ChoosesBetweenSlotsAndTheCpuByTheMeasuredRates) {
   EXPECT_EQ(plan_device_experts(layout(), cpu).mode, DevicePlan::Mode::kHybrid);
 }
 
+// The hybrid placement keeps device slots for its long prefill chunks: as many as the budget
+// gives up to one layer's experts (or --gpu-expert-cache's count), none when they would hold
+// fewer than one token's experts.
+TEST(DevicePlanner, TheHybridKeepsSlotsForLongPrefillChunks) {
+  DevicePlanRequest r = request(160);  // 60 MiB: 29 slots
+  r.compute = ExpertCompute::kCpu;
+  DevicePlan plan = plan_device_experts(layout(), r);
+  EXPECT_EQ(plan.mode, DevicePlan::Mode::kHybrid);
+  EXPECT_EQ(plan.n_slots, 29);
+  ASSERT_EQ(plan.reasons.size(), 2u);
+  EXPECT_NE(plan.reasons[1].find("prefill chunks of 32+ tokens: experts copied to 29 device slots"),
+            std::string::npos)
+      << plan.reasons[1];
+  DevicePlanRequest big = request(4096);
+  big.compute = ExpertCompute::kCpu;
+  EXPECT_EQ(plan_device_experts(layout(), big).n_slots, 64);  // one layer's experts
+  big.forced_slots = 200;                                     // --gpu-expert-cache 200
+  EXPECT_EQ(plan_device_experts(layout(), big).n_slots, 200);
+  // Chosen by the rates, the same.
+  DevicePlanRequest rates = request(300);
+  rates.h2d_bytes_per_s = 20e9;
+  rates.cpu_bytes_per_s = 100e9;
+  plan = plan_device_experts(layout(), rates);
+  EXPECT_EQ(plan.mode, DevicePlan::Mode::kHybrid);
+  EXPECT_EQ(plan.n_slots, 64);
+  // 10 MiB: 4 slots, fewer than one token's 8 experts; a budget the rest overfills: none.
+  for (uint64_t budget : {110, 90}) {
+    DevicePlanRequest small = request(budget);
+    small.compute = ExpertCompute::kCpu;
+    plan = plan_device_experts(layout(), small);
+    EXPECT_EQ(plan.mode, DevicePlan::Mode::kHybrid);
+    EXPECT_EQ(plan.n_slots, 0);
+    EXPECT_NE(plan.reasons.back().find("experts on the CPU too"), std::string::npos)
+        << plan.reasons.back();
+  }
+}
+
 TEST(DevicePlanner, TooFewSlotsGoToTheCpuOrAreRefused) {
   DevicePlanRequest r = request(110);  // 10 MiB: 4 slots, fewer than one token's 8 experts
   EXPECT_EQ(plan_device_experts(layout(), r).mode, DevicePlan::Mode::kHybrid);
