@@ -167,7 +167,8 @@ void MoeScratch::reserve(Backend& backend, const MoeFfnWeights& w, int64_t n_emb
   choice_weights.resize(backend, size_t(n_batch * k));
   this->n_batch = n_batch;
   stacked = false;
-  if (!backend.host_memory()) use_stacks(backend, w, n_embd);
+  choose_on_backend = !backend.host_memory();
+  if (choose_on_backend) use_stacks(backend, w, n_embd);
   hybrid.reset();
 }
 
@@ -209,10 +210,11 @@ bool layer_stacks(const MoeFfnWeights& w, const experts::ExpertSource& source, i
 bool moe_decode_stays_on_backend(const Backend& backend, const MoeFfnWeights& w,
                                  const experts::ExpertSource& source, int64_t layer,
                                  const MoeScratch& s, const Backend* expert_backend) {
-  // On the host the choice costs no round trip to keep, and is made there: every expert is then
-  // acquired, so the source counts its hits as on the per-expert path.
+  // On the host the choice costs no round trip to keep, and is made there (choose_on_backend
+  // off): every expert is then acquired, so the source counts its hits as on the per-expert
+  // path.
   LayerStacks stacks;
-  return !backend.host_memory() && (expert_backend == nullptr || expert_backend == &backend) &&
+  return s.choose_on_backend && (expert_backend == nullptr || expert_backend == &backend) &&
          s.stacked && source.always_in_stack() && selects_on_backend(w.config, s.router) &&
          layer_stacks(w, source, layer, stacks);
 }
@@ -476,7 +478,8 @@ void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource
     // token's k choices are one parallel loop per part instead of a matmul per matrix, with the
     // same numbers. The buffers are made the first time: a streaming cache has no stacks.
     LayerStacks stacks;
-    if (!s.stacked && backend.host_memory() && layer_stacks(w, source, layer, stacks)) {
+    if (!s.stacked && s.host_stacks && backend.host_memory() &&
+        layer_stacks(w, source, layer, stacks)) {
       s.use_stacks(backend, w, n_embd);
     }
     compute_routed(backend, w, source, layer, x, n_tokens, n_embd, s, out);

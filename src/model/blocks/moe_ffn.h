@@ -65,10 +65,13 @@ struct MoeScratch {
   std::vector<int32_t> halves;  // [2 n_batch] 0, 2, 4 … then 1, 3, 5 …: a fused output's halves
   int64_t n_batch = 0;
   // The stacked paths (a source with stacks, on any backend: a GPU sets them up in reserve(),
-  // the host at the first layer with stacks): the experts multiplied by stack index, many per
-  // launch. Decode keeps the choices in backend memory (on a GPU chosen there when the source
-  // needs no acquire); prefill groups the routed rows by expert.
+  // the host at the first layer with stacks unless host_stacks is off): the experts multiplied
+  // by stack index, many per launch. Decode keeps the choices in backend memory; with
+  // choose_on_backend (a GPU: no round trip to the host) they are made there when the source
+  // needs no acquire. Prefill groups the routed rows by expert.
   bool stacked = false;
+  bool choose_on_backend = false;  // reserve() on a backend whose memory is not the host's
+  bool host_stacks = true;         // false: the host keeps the per-expert path (a test's reference)
   bool selected_on_backend = false;              // this call's choices were made on the backend
   BackendArray<int32_t> choice_ids;              // [n_batch * k] stack indices of the choices
   BackendArray<float> choice_weights;            // [n_batch * k] their weights
@@ -89,7 +92,8 @@ struct MoeScratch {
   BackendArray<float> input, sum;
   void reserve(Backend& backend, const MoeFfnWeights& w, int64_t n_embd, int64_t n_batch);
   // The stacked paths' buffers, and stacked = true (reserve() calls it for a GPU, moe_compute
-  // on the host; the CPU's ops give the per-expert path's numbers).
+  // on the host; the CPU's ops give the per-expert path's numbers, and a test may set
+  // choose_on_backend after it to run a GPU's decode on the CPU).
   void use_stacks(Backend& backend, const MoeFfnWeights& w, int64_t n_embd);
 };
 

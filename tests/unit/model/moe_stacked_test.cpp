@@ -127,25 +127,37 @@ class MoeStackedTest : public ::testing::Test {
                                      cpu_, 4);
     for (int64_t n : {1, 5}) {
       const std::string tokens = what + ", tokens " + std::to_string(n);
-      const std::vector<float> per_expert = run(resident, false, n);
-      expect_bits(run(resident, true, n), per_expert, tokens, seed_);
-      expect_bits(run(slots, true, n), per_expert, "slots, " + tokens, seed_);
+      const std::vector<float> per_expert = run(resident, Path::kPerExpert, n);
+      expect_bits(run(resident, Path::kHost, n), per_expert, "host, " + tokens, seed_);
+      expect_bits(run(resident, Path::kDevice, n), per_expert, tokens, seed_);
+      expect_bits(run(slots, Path::kDevice, n), per_expert, "slots, " + tokens, seed_);
       expect_bits(run_hybrid(resident, n), per_expert, "hybrid, " + tokens, seed_);
     }
   }
 
-  // Both layers' MoE output for the first n_tokens rows of x_, stacked or per expert.
-  std::vector<float> run(experts::ExpertSource& source, bool stacked, int64_t n_tokens) {
+  // kPerExpert: the reference. kHost: what the CPU backend does by itself (stacked, the choice
+  // made on the host). kDevice: a GPU's paths (the decode's choice made on the backend), on the
+  // CPU's ops.
+  enum class Path { kPerExpert, kHost, kDevice };
+
+  // Both layers' MoE output for the first n_tokens rows of x_ on `path`.
+  std::vector<float> run(experts::ExpertSource& source, Path path, int64_t n_tokens) {
     MoeScratch scratch;
     scratch.reserve(cpu_, weights_, kEmbd, 5);
-    if (stacked) scratch.use_stacks(cpu_, weights_, kEmbd);
+    if (path == Path::kDevice) {
+      scratch.use_stacks(cpu_, weights_, kEmbd);
+      scratch.choose_on_backend = true;
+    }
+    scratch.host_stacks = path == Path::kHost;
     std::vector<float> out(size_t(kLayers * n_tokens * kEmbd));
     for (int64_t l = 0; l < kLayers; ++l) {
       float* layer_out = out.data() + l * n_tokens * kEmbd;
       moe_route(cpu_, weights_, source, l, x_.data(), n_tokens, scratch, {});
-      EXPECT_EQ(scratch.selected_on_backend, stacked && n_tokens == 1 && source.always_in_stack())
+      EXPECT_EQ(scratch.selected_on_backend,
+                path == Path::kDevice && n_tokens == 1 && source.always_in_stack())
           << "layer " << l << " tokens " << n_tokens;
       moe_compute(cpu_, weights_, source, l, x_.data(), n_tokens, kEmbd, scratch, layer_out, {});
+      EXPECT_EQ(scratch.stacked, path != Path::kPerExpert) << "layer " << l;
     }
     return out;
   }
@@ -193,8 +205,10 @@ TEST_F(MoeStackedTest, ResidentStacksGiveThePerExpertNumbers) {
   EXPECT_EQ(stack.count, kExperts);
   EXPECT_EQ(stack.n_cols, kFf);
   for (int64_t n : {1, 5}) {
-    const std::vector<float> per_expert = run(resident, false, n);
-    expect_bits(run(resident, true, n), per_expert, "tokens " + std::to_string(n), seed_);
+    const std::vector<float> per_expert = run(resident, Path::kPerExpert, n);
+    expect_bits(run(resident, Path::kDevice, n), per_expert, "tokens " + std::to_string(n), seed_);
+    expect_bits(run(resident, Path::kHost, n), per_expert, "host, tokens " + std::to_string(n),
+                seed_);
   }
 }
 
@@ -205,15 +219,16 @@ TEST_F(MoeStackedTest, DeviceSlotsGiveTheResidentNumbers) {
                                    cpu_, 4);
   ASSERT_FALSE(slots.always_in_stack());
   for (int64_t n : {1, 5}) {
-    const std::vector<float> reference = run(resident, false, n);
-    expect_bits(run(slots, true, n), reference, "slots, tokens " + std::to_string(n), seed_);
+    const std::vector<float> reference = run(resident, Path::kPerExpert, n);
+    expect_bits(run(slots, Path::kDevice, n), reference, "slots, tokens " + std::to_string(n),
+                seed_);
   }
 }
 
 TEST_F(MoeStackedTest, HybridStacksGiveThePlainNumbers) {
   experts::ResidentExperts resident(layout_);
   for (int64_t n : {1, 5}) {
-    const std::vector<float> plain = run(resident, false, n);
+    const std::vector<float> plain = run(resident, Path::kPerExpert, n);
     expect_bits(run_hybrid(resident, n), plain, "hybrid, tokens " + std::to_string(n), seed_);
   }
 }
@@ -238,12 +253,12 @@ TEST_F(MoeStackedTest, ScaledExpertsGiveThePerExpertNumbers) {
 TEST_F(MoeStackedTest, ExpertScalesChangeTheOutput) {
   experts::ResidentExperts resident(layout_);
   make_scaled();
-  const std::vector<float> scaled = run(resident, true, 1);
+  const std::vector<float> scaled = run(resident, Path::kDevice, 1);
   for (std::vector<float>* scales :
        {&weights_.gate_scale, &weights_.up_scale, &weights_.down_scale}) {
     const std::vector<float> kept = *scales;
     scales->clear();
-    const std::vector<float> unscaled = run(resident, true, 1);
+    const std::vector<float> unscaled = run(resident, Path::kDevice, 1);
     *scales = kept;
     ASSERT_EQ(scaled.size(), unscaled.size());
     EXPECT_NE(std::memcmp(scaled.data(), unscaled.data(), scaled.size() * sizeof(float)), 0);
@@ -254,9 +269,9 @@ TEST_F(MoeStackedTest, ExpertScalesChangeTheOutput) {
 TEST_F(MoeStackedTest, ExpertBiasesChangeTheOutput) {
   experts::ResidentExperts resident(layout_);
   make_gpt_oss_like();
-  const std::vector<float> biased = run(resident, true, 1);
+  const std::vector<float> biased = run(resident, Path::kDevice, 1);
   weights_.down_bias.clear();
-  const std::vector<float> unbiased = run(resident, true, 1);
+  const std::vector<float> unbiased = run(resident, Path::kDevice, 1);
   ASSERT_EQ(biased.size(), unbiased.size());
   EXPECT_NE(std::memcmp(biased.data(), unbiased.data(), biased.size() * sizeof(float)), 0);
 }
