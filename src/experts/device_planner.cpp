@@ -47,6 +47,12 @@ std::string explain_cost(const PlacementCost& c, const PlacementRates& r) {
          milliseconds(c.rest_s) + " of the rest on the device, not overlapped)";
 }
 
+// Device slots the budget holds beside the rest (0 when the rest alone overfills it).
+int64_t slots_that_fit(const DevicePlanRequest& r) {
+  if (r.fixed_bytes >= r.budget) return 0;
+  return int64_t((r.budget - r.fixed_bytes) / std::max<uint64_t>(r.slot_bytes, 1));
+}
+
 int64_t all_experts(const ExpertLayout& layout) {
   int64_t all = 0;
   for (const ExpertLayerLayout& l : layout.layers) all += l.n_expert;
@@ -57,10 +63,7 @@ int64_t all_experts(const ExpertLayout& layout) {
 // the budget gives up to one layer's experts — a chunk passes every layer before the next
 // chunk comes, so slots beyond one layer's are never hit again — if they hold one token's.
 void add_prefill_slots(const ExpertLayout& layout, const DevicePlanRequest& r, DevicePlan& plan) {
-  const int64_t fit =
-      r.fixed_bytes < r.budget
-          ? int64_t((r.budget - r.fixed_bytes) / std::max<uint64_t>(r.slot_bytes, 1))
-          : 0;
+  const int64_t fit = slots_that_fit(r);
   int64_t one_layer = 0;
   for (const ExpertLayerLayout& l : layout.layers) one_layer = std::max(one_layer, l.n_expert);
   const int64_t n_slots =
@@ -103,8 +106,7 @@ DevicePlan plan_device_experts(const ExpertLayout& layout, const DevicePlanReque
     return plan;
   }
   const int64_t all = all_experts(layout);
-  const int64_t fit = int64_t((r.budget - r.fixed_bytes) / std::max<uint64_t>(r.slot_bytes, 1));
-  const int64_t n_slots = std::min(r.forced_slots > 0 ? r.forced_slots : fit, all);
+  const int64_t n_slots = std::min(r.forced_slots > 0 ? r.forced_slots : slots_that_fit(r), all);
 
   // Both placements' decode time per token, and the figures behind them (placement_cost.h).
   const bool rates_known = r.h2d_bytes_per_s > 0 && r.cpu_bytes_per_s > 0;

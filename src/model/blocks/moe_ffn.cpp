@@ -448,6 +448,18 @@ void compute_routed(Backend& backend, const MoeFfnWeights& w, experts::ExpertSou
   }
 }
 
+// On the host (the CPU backend alone, or the hybrid's expert backend), a source with stacks
+// (the resident file) takes the stacked paths: a decode token's k choices are one parallel loop
+// per part instead of a matmul per matrix, with the same numbers. The buffers are made the first
+// time: a streaming cache has no stacks.
+void take_host_stacks(Backend& host, const MoeFfnWeights& w, const experts::ExpertSource& source,
+                      int64_t layer, int64_t n_embd, MoeScratch& s) {
+  LayerStacks stacks;
+  if (!s.stacked && s.host_stacks && layer_stacks(w, source, layer, stacks)) {
+    s.use_stacks(host, w, n_embd);
+  }
+}
+
 // The scratch of the expert backend, with this chunk's routing.
 MoeScratch& hybrid_scratch(Backend& expert_backend, const MoeFfnWeights& w, int64_t n_embd,
                            MoeScratch& s) {
@@ -474,24 +486,13 @@ void moe_compute(Backend& backend, const MoeFfnWeights& w, experts::ExpertSource
                  int64_t layer, const float* x, int64_t n_tokens, int64_t n_embd, MoeScratch& s,
                  float* out, const Trace& trace, Backend* expert_backend) {
   if (expert_backend == nullptr || expert_backend == &backend) {
-    // On the host, a source with stacks (the resident file) takes the stacked paths: a decode
-    // token's k choices are one parallel loop per part instead of a matmul per matrix, with the
-    // same numbers. The buffers are made the first time: a streaming cache has no stacks.
-    LayerStacks stacks;
-    if (!s.stacked && s.host_stacks && backend.host_memory() &&
-        layer_stacks(w, source, layer, stacks)) {
-      s.use_stacks(backend, w, n_embd);
-    }
+    if (backend.host_memory()) take_host_stacks(backend, w, source, layer, n_embd, s);
     compute_routed(backend, w, source, layer, x, n_tokens, n_embd, s, out);
   } else {
     MoeScratch& h = hybrid_scratch(*expert_backend, w, n_embd, s);
     const size_t bytes = size_t(n_tokens * n_embd) * sizeof(float);
     backend.download(h.input.data(), x, bytes);
-    // The expert backend (the host's) takes the stacked paths as above.
-    LayerStacks stacks;
-    if (!h.stacked && layer_stacks(w, source, layer, stacks)) {
-      h.use_stacks(*expert_backend, w, n_embd);
-    }
+    take_host_stacks(*expert_backend, w, source, layer, n_embd, h);
     compute_routed(*expert_backend, w, source, layer, h.input.data(), n_tokens, n_embd, h,
                    h.sum.data());
     backend.upload(out, h.sum.data(), bytes);
