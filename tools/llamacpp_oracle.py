@@ -225,6 +225,14 @@ class Llama:
     def system_info(self) -> str:
         return self.lib.llama_print_system_info().decode().strip()
 
+    def same_isa_env(self) -> dict[str, str]:
+        """The environment that makes Sluice's CPU kernels take this library's float order: the
+        PyPI wheel is built without AVX-512, and on an AVX-512 CPU Sluice would otherwise follow
+        ggml's AVX-512 kernels (sums in other orders, so a rare activation rounds to the other
+        int8 or f16 neighbour, ~1e-3 .. 3e-2 on the tiny random models' logits)."""
+        avx512 = any(field.strip() == "AVX512 = 1" for field in self.system_info().split("|"))
+        return {} if avx512 else {"SLUICE_CPU_ISA": "avx2"}
+
     def load(self, path, vocab_only: bool = False) -> "Model":
         return Model(self, path, vocab_only)
 

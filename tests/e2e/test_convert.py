@@ -39,13 +39,15 @@ GEMMA_GGUF_TOLERANCE = 1e-2
 # whose CPU kernel rounds through F16 and parts by 3e-3 .. 1e-1 here): two implementations'
 # summation orders; measured 1.2e-6 .. 2.0e-6, gemma3 3.3e-4.
 LLAMACPP_TOLERANCE = 1e-3
-# Quantized weights: Sluice follows ggml's block and activation-quantization order; measured
+# Quantized weights: Sluice follows ggml's block and activation-quantization order, and runs at
+# the oracle build's instruction set (same_isa_env: the wheel has no AVX-512); measured
 # 5e-9 (the printed precision) for the block-32 types, 4.8e-7 F16, 1.2e-7 BF16, 1.7e-6 k-quants.
 QUANTIZED_LLAMACPP_TOLERANCE = 1e-4
 
 
-def run(*args, check=True):
-    result = subprocess.run([SLUICE_BIN, *map(str, args)], capture_output=True, timeout=300)
+def run(*args, check=True, env=None):
+    result = subprocess.run([SLUICE_BIN, *map(str, args)], capture_output=True, timeout=300,
+                            env={**os.environ, **(env or {})})
     if check:
         assert result.returncode == 0, result.stderr.decode()
     return result
@@ -56,9 +58,10 @@ def convert(snapshot, out, *extra):
     return out
 
 
-def sluice_logits(model):
+def sluice_logits(model, env=None):
+    """env: for a comparison with llama.cpp, its Llama.same_isa_env() (the same kernels' order)."""
     out = run("eval", "--model", model, "--tokens", ",".join(map(str, PROMPT)), "--all-positions",
-              "--json", "--kv", "f32")
+              "--json", "--kv", "f32", env=env)
     return np.array(json.loads(out.stdout)["logits"], dtype=np.float64)
 
 
@@ -360,7 +363,7 @@ def test_llama_cpp_agrees_with_sluice(llama_cpp, converted, name):
         with model.context(n_ctx=64, kv_type=llama_cpp.GGML_TYPE_F32,
                            flash_attn=llama_cpp.FLASH_ATTN_DISABLED) as ctx:
             theirs = ctx.decode(PROMPT, all_logits=True).astype(np.float64)
-    ours = sluice_logits(converted[name])
+    ours = sluice_logits(converted[name], env=lib.same_isa_env())
     worst = float(np.abs(ours - theirs).max())
     print(f"{name}: max abs Sluice vs llama.cpp {worst:.3g}")
     assert worst <= LLAMACPP_TOLERANCE
@@ -389,7 +392,7 @@ def test_llama_cpp_agrees_on_quantized_files(llama_cpp, quantized, asked):
         with model.context(n_ctx=64, kv_type=llama_cpp.GGML_TYPE_F32,
                            flash_attn=llama_cpp.FLASH_ATTN_DISABLED) as ctx:
             theirs = ctx.decode(PROMPT, all_logits=True).astype(np.float64)
-    ours = sluice_logits(quantized[asked])
+    ours = sluice_logits(quantized[asked], env=lib.same_isa_env())
     worst = float(np.abs(ours - theirs).max())
     print(f"{asked}: max abs Sluice vs llama.cpp {worst:.3g}")
     assert worst <= QUANTIZED_LLAMACPP_TOLERANCE

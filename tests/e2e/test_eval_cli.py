@@ -230,3 +230,22 @@ def test_bench_json_names_the_backend_it_ran_on():
     report = json.loads(result.stdout)
     assert (report["backend"], report["device"]) == ("cpu", "")
     assert report["pp"]["n"] == 8 and report["tg"]["n"] == 2
+
+
+def test_cpu_isa_cap(tmp_path):
+    """SLUICE_CPU_ISA=avx2 (the kernels of a llama.cpp build without AVX-512) runs, its logits
+    those of another float order (equal on a CPU without AVX-512; on an AVX-512 one an activation
+    may round to its other int8 neighbour: the llama.cpp comparison above allows 5e-2, measured
+    4e-4); any other value but avx512 is a one-line error, and no file is written."""
+    env = {**os.environ, "SLUICE_CPU_ISA": "avx2"}
+    capped = subprocess.run([SLUICE_BIN, "eval", "--model", MODEL, "--json", "--backend", "cpu",
+                             "--tokens", PROMPT_ARG], capture_output=True, timeout=120, env=env)
+    assert capped.returncode == 0, capped.stderr.decode()
+    default = eval_json("--backend", "cpu", "--tokens", PROMPT_ARG)["logits"]
+    np.testing.assert_allclose(json.loads(capped.stdout)["logits"], default, atol=5e-2, rtol=0)
+    out = tmp_path / "logits.f32"
+    bad = subprocess.run([SLUICE_BIN, "eval", "--model", MODEL, "--backend", "cpu", "--tokens",
+                          PROMPT_ARG, "--logits-out", out], capture_output=True, timeout=120,
+                         env={**os.environ, "SLUICE_CPU_ISA": "sse2"})
+    assert "SLUICE_CPU_ISA" in assert_one_line_error(bad, 1)
+    assert not out.exists()

@@ -10,7 +10,8 @@ shows the engine's message.
 Tolerances (max |d| over all 12 × 320 logits), from that README's measurements:
   - F32 files against kv_f32: 1e-4. That run is nearly exact F32 math (a float64 numpy forward
     matched it to 6e-6). gemma3 and gemma4: 1e-2, since ggml's GELU goes through an fp16 table
-    (about 5e-3 against exact GELU).
+    (about 5e-3 against exact GELU). qwen3next: 2e-4 (its recurrent state carries the sums'
+    order: 1.02e-4 measured with the AVX-512 kernels, 2.1e-5 with the AVX2 ones).
   - F32 and F16 files against the default run: 2e-2 (gemma4 5e-2). llama.cpp's F16 KV cache and
     its CPU flash-attention kernel (Q rounded to F16, V accumulated in F16) move its own logits by
     up to 0.014 (gemma4 0.032) from the kv_f32 run.
@@ -87,7 +88,12 @@ def cpu_tolerance(reference, setting):
     if setting == "default":
         return 5e-2 if arch == "gemma4" else 2e-2
     if weights == "f32":
-        return 1e-2 if gemma else 1e-4
+        if gemma:
+            return 1e-2
+        # qwen3next's gated delta rule carries each token's float-order difference into its state:
+        # 1.02e-4 (position 0) with the AVX-512 kernels, 2.1e-5 with SLUICE_CPU_ISA=avx2 (the
+        # references follow neither order throughout).
+        return 2e-4 if arch == "qwen3next" else 1e-4
     if weights == "f16":
         return 2e-2 if gemma else 1e-2
     pytest.fail(f"no tolerance stated for {weights} weights")

@@ -3,6 +3,9 @@
 // only after isa_supported() has confirmed the CPU runs them.
 #include "backend/cpu/vec_dot.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "backend/cpu/vec_dot_table.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -71,9 +74,15 @@ bool isa_supported(CpuIsa isa) {
 }
 
 CpuIsa best_isa() {
-  static const CpuIsa best = isa_supported(CpuIsa::kAvx512) ? CpuIsa::kAvx512
-                             : isa_supported(CpuIsa::kAvx2) ? CpuIsa::kAvx2
-                                                            : CpuIsa::kScalar;
+  static const CpuIsa best = [] {
+    const CpuIsa widest = isa_supported(CpuIsa::kAvx512) ? CpuIsa::kAvx512
+                          : isa_supported(CpuIsa::kAvx2) ? CpuIsa::kAvx2
+                                                         : CpuIsa::kScalar;
+    const char* cap = std::getenv("SLUICE_CPU_ISA");
+    if (cap == nullptr || *cap == '\0' || std::string_view(cap) == "avx512") return widest;
+    if (std::string_view(cap) == "avx2") return std::min(widest, CpuIsa::kAvx2);
+    fail("SLUICE_CPU_ISA is '", cap, "': expected avx2 or avx512");
+  }();
   return best;
 }
 

@@ -20,7 +20,9 @@ std::string_view isa_name(CpuIsa isa);  // "scalar", "avx2", "avx512"
 // kernels use VNNI, and the compiler may emit it for those files on its own.
 bool isa_supported(CpuIsa isa);
 
-// The widest supported ISA; the one matvec uses.
+// The widest supported ISA; the one matvec uses. SLUICE_CPU_ISA=avx2 caps it at AVX2 on an
+// AVX-512 CPU: the float order of a llama.cpp build without AVX-512 (PyPI's portable wheels), to
+// compare with one bit for bit; any other value but avx512 is an error.
 CpuIsa best_isa();
 
 struct VecDotKernel {
