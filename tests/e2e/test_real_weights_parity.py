@@ -96,8 +96,9 @@ def model_path(model_paths, golden):
     return model_paths[golden["model"]["file"]]
 
 
-def sluice(*args, stdin=None, timeout=600):
-    return subprocess.run([SLUICE_BIN, *map(str, args)], input=stdin, capture_output=True, timeout=timeout)
+def sluice(*args, stdin=None, timeout=600, env=None):
+    return subprocess.run([SLUICE_BIN, *map(str, args)], input=stdin, capture_output=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
 
 
 CASES = [(name, index) for name, golden in GOLDENS.items() for index in range(len(golden["prompts"]))]
@@ -195,11 +196,11 @@ def greedy_verdict(ours, expected, margins):
                    f"{margin_there:.4f}, GREEDY_MARGIN {GREEDY_MARGIN:.3f}")
 
 
-def run_eval(path, prompt_ids, n_greedy, kv):
+def run_eval(path, prompt_ids, n_greedy, kv, env=None):
     args = ["eval", "--model", path, "--tokens", ",".join(map(str, prompt_ids)), "--json", "--greedy", n_greedy]
     if kv:
         args += ["--kv", kv]
-    run = sluice(*args)
+    run = sluice(*args, env=env)
     message = run.stderr.decode(errors="replace").strip()
     if run.returncode != 0 and any(r in message for r in REFUSED):
         pytest.xfail(f"engine refuses this model: {message}")
@@ -211,16 +212,19 @@ SETTINGS = {"default": None, "kv_f32": "f32"}
 
 
 def bit_exact_expected(name, setting):
-    """SmolLM2 (Q4_1 + Q8_0) at llama.cpp's default settings runs through CPU kernels that follow
-    ggml-cpu's AVX2 arithmetic operation for operation, so on an AVX2 machine that lacks the
-    AVX-512 VNNI kernels (the machine the goldens come from) the logits must be identical and
-    every greedy token must match, near-ties included."""
+    """SmolLM2 (Q4_1 + Q8_0) and Gemma 3 270M (Q4_K_M) at llama.cpp's default settings run
+    through CPU kernels that follow ggml-cpu's AVX2 arithmetic operation for operation (b11549's
+    tiled matmul for the K-quants included), so on an AVX2 machine (the kind the goldens come
+    from) the logits must be identical and every greedy token must match, near-ties included; an
+    AVX-512 machine runs those kernels too under SLUICE_CPU_ISA=avx2 (BIT_EXACT_ENV)."""
     try:
         flags = pathlib.Path("/proc/cpuinfo").read_text()
     except OSError:
         return False
-    return (setting == "default" and name.startswith("smollm2") and " avx2" in flags
-            and "avx512_vnni" not in flags)
+    return setting == "default" and name.startswith(("smollm2", "gemma")) and " avx2" in flags
+
+
+BIT_EXACT_ENV = {"SLUICE_CPU_ISA": "avx2"}
 
 
 @pytest.mark.parametrize("setting", list(SETTINGS))
@@ -237,7 +241,8 @@ def test_logits_and_greedy_match_llama_cpp(model_paths, eval_available, capsys, 
     for prompt in golden["prompts"]:
         reference = prompt if setting == "default" else prompt["kv_f32"]
         expected_greedy = reference["greedy_ids"]
-        result = run_eval(path, prompt["prompt_ids"], len(expected_greedy), SETTINGS[setting])
+        result = run_eval(path, prompt["prompt_ids"], len(expected_greedy), SETTINGS[setting],
+                          BIT_EXACT_ENV if strict else None)
         assert result["n_vocab"] == golden["model"]["n_vocab"]
         assert len(result["logits"]) == 1, "without --all-positions, eval gives the last position only"
         ours = np.asarray(result["logits"][0], dtype=np.float32)
