@@ -329,8 +329,11 @@ void launch_combine(const AttentionParams& p, cudaStream_t stream) {
 }
 
 // Decode over F16 cells (cuda_attention_decode.cu): about eight blocks per multiprocessor, so
-// that enough 16-byte loads are in flight to run at memory bandwidth, and at least two tiles per
-// split so that the partials stay a small fraction of the cache bytes.
+// that enough 16-byte loads are in flight to run at memory bandwidth, and at least one tile per
+// split (a block's partials, ~2 KB, are still an eighth of a tile's 16 KB of cells). Two tiles
+// per split, the earlier rule, left short spans half the blocks, each walking its tiles in turn:
+// one tile each decoded 4.6-5.8% faster (8B and Qwen3-30B-A3B tg128 on the H200; see
+// docs/BENCHMARKS.md).
 // The split is planned for the span's bucket (planned_span), whatever the position.
 void launch_decode(AttentionParams p, const AttentionDevice& device, DeviceBuffer& scratch,
                    cudaStream_t stream) {
@@ -339,7 +342,7 @@ void launch_decode(AttentionParams p, const AttentionDevice& device, DeviceBuffe
   const int64_t row_blocks = (rows_total + p.rows_per_block - 1) / p.rows_per_block;
   const int64_t base_blocks = row_blocks * p.n_head_kv;
   const int64_t wanted = (8 * int64_t(device.multiprocessors) + base_blocks - 1) / base_blocks;
-  plan_splits(p, planned_span(p.pos0, p.n_tokens, p.window), wanted, decode_tile_cells(p.dk), 2);
+  plan_splits(p, planned_span(p.pos0, p.n_tokens, p.window), wanted, decode_tile_cells(p.dk), 1);
   if (p.n_splits > 1) reserve_partials(p, scratch, stream);
   launch_decode_attention(
       p, dim3(unsigned(row_blocks), unsigned(p.n_head_kv), unsigned(p.n_splits)), stream);
