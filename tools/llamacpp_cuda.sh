@@ -10,6 +10,7 @@ version=0.3.36  # llama-cpp-python; its vendor/llama.cpp is the commit built
 case "${1:-}" in
   pack)
     out=$(realpath -m "${2:?usage: pack OUT.tgz}")
+    mkdir -p "$(dirname "$out")"
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$version" -d "$work" >&2
