@@ -36,7 +36,9 @@ constexpr int kLayers = 32, kProducts = 4;
 constexpr int64_t kRows[kProducts] = {6144, 4096, 28672, 4096};
 constexpr int64_t kCols[kProducts] = {4096, 4096, 4096, 14336};
 
-int64_t row_bytes(int64_t cols) { return cols / 256 * 144; }
+int64_t row_bytes(int64_t cols) {
+  return cols / 256 * 144;
+}
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) {
@@ -91,8 +93,8 @@ __global__ void __launch_bounds__(128) product_kernel(Product p) {
 // What a decode step runs between two products: one block that waits for the product, lets the
 // next kernel launch, then either spins for spin_ns or reads the product's 4096 outputs, sums
 // their squares and writes them scaled (a norm's shape).
-__global__ void __launch_bounds__(256) small_kernel(const float* x, float* out, int64_t spin_ns,
-                                                    uint64_t* stamps) {
+__global__ void __launch_bounds__(256)
+    small_kernel(const float* x, float* out, int64_t spin_ns, uint64_t* stamps) {
   wait_for_prerequisite();
   allow_dependent_launch();
   if (stamps != nullptr && threadIdx.x == 0) stamps[0] = now_ns();
@@ -115,8 +117,8 @@ __global__ void __launch_bounds__(256) small_kernel(const float* x, float* out, 
   for (int j = 0; j < 16; ++j) out[threadIdx.x + 256 * j] = v[j] * r;
 }
 
-__global__ void __launch_bounds__(128) persistent_kernel(const Product* products, int n,
-                                                         bool barriers) {
+__global__ void __launch_bounds__(128)
+    persistent_kernel(const Product* products, int n, bool barriers) {
   const int64_t n_warps = int64_t(gridDim.x) * 4;
   const int64_t warp = int64_t(blockIdx.x) * 4 + threadIdx.x / 32;
   for (int i = 0; i < n; ++i) {
@@ -185,7 +187,8 @@ int main(int argc, char** argv) {
   // Device-to-device copy of 1 GiB, counted as bytes read + written (as bench/cuda_vs_llamacpp.py).
   void *a = nullptr, *b = nullptr;
   const size_t copy_bytes = size_t(1) << 30;
-  check(cudaMalloc(&a, copy_bytes), "copy buffer"), check(cudaMalloc(&b, copy_bytes), "copy buffer");
+  check(cudaMalloc(&a, copy_bytes), "copy buffer"),
+      check(cudaMalloc(&b, copy_bytes), "copy buffer");
   const double copy_ms =
       time_ms([&] { cudaMemcpyAsync(b, a, copy_bytes, cudaMemcpyDeviceToDevice, stream); });
   const double copy_gbps = 2.0 * double(copy_bytes) / copy_ms / 1e6;
@@ -252,17 +255,19 @@ int main(int argc, char** argv) {
   for (size_t i = 1; i < 9; ++i) {
     const uint64_t* cur = &h[4 * i];
     const uint64_t* prev = &h[4 * (i - 1)];
-    std::printf("product %zu: entry %+.2f us, past its wait %+.2f us, relative to the spin's "
-                "start (spin ends %+.2f)\n",
-                i, (double(cur[0]) - double(prev[2])) / 1e3, (double(cur[1]) - double(prev[2])) / 1e3,
-                (double(prev[3]) - double(prev[2])) / 1e3);
+    std::printf(
+        "product %zu: entry %+.2f us, past its wait %+.2f us, relative to the spin's "
+        "start (spin ends %+.2f)\n",
+        i, (double(cur[0]) - double(prev[2])) / 1e3, (double(cur[1]) - double(prev[2])) / 1e3,
+        (double(prev[3]) - double(prev[2])) / 1e3);
   }
   for (const int64_t spin : {int64_t(0), int64_t(3000), int64_t(10000)}) {
     const double plain = graph_ms(false, spin), early = graph_ms(true, spin);
-    std::printf("small kernel %s after each product: %.3f ms/step, with L2 prefetch before the "
-                "wait %.3f (%.1f us a product saved)\n",
-                spin == 0 ? "(norm-shaped)" : (std::to_string(spin / 1000) + " us spin").c_str(),
-                plain, early, (plain - early) * 1000.0 / double(products.size()));
+    std::printf(
+        "small kernel %s after each product: %.3f ms/step, with L2 prefetch before the "
+        "wait %.3f (%.1f us a product saved)\n",
+        spin == 0 ? "(norm-shaped)" : (std::to_string(spin / 1000) + " us spin").c_str(), plain,
+        early, (plain - early) * 1000.0 / double(products.size()));
   }
   row("persistent", persistent_ms);
   row("no-barrier", free_ms);

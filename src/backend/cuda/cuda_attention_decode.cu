@@ -26,7 +26,6 @@
 namespace sluice::cuda {
 namespace {
 
-
 __device__ __forceinline__ void halves_to_floats(const uint4& raw, float (&out)[8]) {
   const __half2* h = reinterpret_cast<const __half2*>(&raw);
 #pragma unroll
@@ -50,10 +49,15 @@ __device__ __forceinline__ void copy_async_wait_all_but_one() {
   asm volatile("cp.async.wait_group 1;\n" ::);
 }
 
-template <int DK, int DV, int R, int kThreads>
 // Registers bound: 4 blocks per multiprocessor with 4 rows of 128 threads (16 KB of loads in
 // flight per block); 2 with 256 threads.
-__global__ void __launch_bounds__(kThreads, kThreads > 128 ? 2 : R <= 4 ? 4 : 3)
+constexpr int decode_min_blocks(int threads, int rows) {
+  if (threads > 128) return 2;
+  return rows <= 4 ? 4 : 3;
+}
+
+template <int DK, int DV, int R, int kThreads>
+__global__ void __launch_bounds__(kThreads, decode_min_blocks(kThreads, R))
     decode_kernel(AttentionParams p) {
   static_assert(DK == DV, "one tile size for K and V");
   constexpr int kT = 4096 / DK;    // cells per tile: 8 KB of K and 8 KB of V
