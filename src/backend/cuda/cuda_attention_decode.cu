@@ -304,12 +304,9 @@ void launch_rows(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
     const char* v = std::getenv("SLUICE_DECODE_THREADS");
     return v != nullptr && std::strcmp(v, "256") == 0;
   }();
-  if (wide) {
-    check(launch_chained(decode_kernel<DK, DV, kDecodeRows, 256>, grid, dim3(256), 0, stream, p),
-          "attention decode kernel");
-    return;
-  }
-  check(launch_chained(decode_kernel<DK, DV, kDecodeRows, 128>, grid, dim3(128), 0, stream, p),
+  const auto kernel =
+      wide ? decode_kernel<DK, DV, kDecodeRows, 256> : decode_kernel<DK, DV, kDecodeRows, 128>;
+  check(launch_chained(kernel, grid, dim3(wide ? 256 : 128), 0, stream, p),
         "attention decode kernel");
 }
 
