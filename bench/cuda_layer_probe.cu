@@ -135,6 +135,10 @@ __global__ void __launch_bounds__(128)
 int main(int argc, char** argv) {
   using namespace layer_probe;
   const int steps = argc > 1 ? std::atoi(argv[1]) : 20;
+  if (steps < 1 || argc > 2) {
+    std::fprintf(stderr, "usage: cuda_layer_probe [steps >= 1]\n");
+    return 2;
+  }
   // Weights of every layer, quantized activations for both widths, outputs.
   std::vector<Product> products;
   int64_t weight_bytes = 0;
