@@ -276,34 +276,37 @@ namespace {
 
 // Where matmul reads activation scales converted once (the scaled kernels), every element must
 // still be exactly the table's single dot product of that weight row and activation row, for
-// any token count (groups of four and the rest).
+// any token count (groups of four and the rest) and block count (the AVX-512 kernels pair
+// blocks: 10 and 11 blocks of 32).
 TEST(CpuBackend, ScaledKernelsEqualTheSingleDotProduct) {
-  const int64_t n_cols = 320, n_rows = 5, n_tokens = 7;
+  const int64_t n_rows = 5, n_tokens = 7;
   for (QType type : {QType::Q4_1, QType::Q8_0, QType::Q4_0, QType::Q5_0}) {
     if (cpu::vec_dot_scaled_kernel(type) == nullptr) GTEST_SKIP() << "no scaled kernel here";
-    const auto weights_f = random_floats(size_t(n_rows * n_cols), 21);
-    const size_t row = *row_bytes(type, n_cols);
-    std::vector<uint8_t> w(row * n_rows);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      quantize_row(type, weights_f.data() + r * n_cols, w.data() + r * row, n_cols);
-    }
-    const auto x = random_floats(size_t(n_tokens * n_cols), 22);
-    const QType act = *activation_type_for(type);
-    const size_t act_row = *row_bytes(act, n_cols);
-    std::vector<uint8_t> xq(act_row * n_tokens);
-    const auto quantize = cpu::activation_quantizer(act);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      quantize(x.data() + t * n_cols, xq.data() + t * act_row, n_cols);
-    }
-    const VecDotFn dot = cpu::vec_dot_kernel(type).fn;
-    cpu::CpuBackend backend(nullptr);
-    std::vector<float> y(size_t(n_tokens * n_rows));
-    backend.matmul(MatrixView{type, w.data(), n_cols, n_rows}, x.data(), y.data(), n_tokens);
-    for (int64_t t = 0; t < n_tokens; ++t) {
+    for (const int64_t n_cols : {320, 352}) {
+      const auto weights_f = random_floats(size_t(n_rows * n_cols), 21);
+      const size_t row = *row_bytes(type, n_cols);
+      std::vector<uint8_t> w(row * n_rows);
       for (int64_t r = 0; r < n_rows; ++r) {
-        EXPECT_EQ(y[size_t(t * n_rows + r)],
-                  dot(w.data() + r * row, xq.data() + t * act_row, n_cols))
-            << qtype_name(type) << " token " << t << " row " << r;
+        quantize_row(type, weights_f.data() + r * n_cols, w.data() + r * row, n_cols);
+      }
+      const auto x = random_floats(size_t(n_tokens * n_cols), 22);
+      const QType act = *activation_type_for(type);
+      const size_t act_row = *row_bytes(act, n_cols);
+      std::vector<uint8_t> xq(act_row * n_tokens);
+      const auto quantize = cpu::activation_quantizer(act);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        quantize(x.data() + t * n_cols, xq.data() + t * act_row, n_cols);
+      }
+      const VecDotFn dot = cpu::vec_dot_kernel(type).fn;
+      cpu::CpuBackend backend(nullptr);
+      std::vector<float> y(size_t(n_tokens * n_rows));
+      backend.matmul(MatrixView{type, w.data(), n_cols, n_rows}, x.data(), y.data(), n_tokens);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t r = 0; r < n_rows; ++r) {
+          EXPECT_EQ(y[size_t(t * n_rows + r)],
+                    dot(w.data() + r * row, xq.data() + t * act_row, n_cols))
+              << qtype_name(type) << " " << n_cols << " columns, token " << t << " row " << r;
+        }
       }
     }
   }

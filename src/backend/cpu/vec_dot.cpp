@@ -96,10 +96,7 @@ VecDotKernel vec_dot_kernel(QType weight, CpuIsa isa) {
 VecDotScaledFn vec_dot_scaled_kernel(QType weight) {
   const auto id = static_cast<uint32_t>(weight);
   if (id >= uint32_t(kVecDotSlots)) return nullptr;
-  const VecDotTable& table = tables().by_isa[int(best_isa())];
-  // The scaled kernels replicate the AVX2 single kernels; a wider table that replaced the
-  // single kernel has no matching scaled one.
-  return table.kernels[id].isa == CpuIsa::kAvx2 ? table.scaled[id] : nullptr;
+  return tables().by_isa[int(best_isa())].kernels[id].scaled;
 }
 
 }  // namespace sluice::cpu

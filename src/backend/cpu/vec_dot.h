@@ -25,18 +25,21 @@ bool isa_supported(CpuIsa isa);
 // compare with one bit for bit; any other value but avx512 is an error.
 CpuIsa best_isa();
 
-struct VecDotKernel {
-  VecDotFn fn = nullptr;         // nullptr: the weight type has no dot product
-  CpuIsa isa = CpuIsa::kScalar;  // the ISA whose code `fn` is (after fallback)
-};
-
 // Up to four activation rows (n_x <= 4, x_stride bytes apart) against one weight row, writing
 // out[t * out_stride]; their block scales were converted to float once per matmul instead of
 // once per weight row: x_scales[t * scales_stride + 2 * block] is the block's
-// d and the next float its s (Q8_1; unused for Q8_0). Bit-identical to the table's single kernel.
+// d and the next float its s (Q8_1; unused for Q8_0). Bit-identical to its single kernel.
 using VecDotScaledFn = void (*)(const void* weight, const void* activations, int64_t x_stride,
                                 const float* x_scales, int64_t scales_stride, int64_t n_x,
                                 float* out, int64_t out_stride, int64_t n_elements);
+
+// A table entry: the single kernel and, where one exists, its scaled twin — one entry, so that a
+// wider table replacing a kernel replaces (or drops) the twin with it.
+struct VecDotKernel {
+  VecDotFn fn = nullptr;            // nullptr: the weight type has no dot product
+  CpuIsa isa = CpuIsa::kScalar;     // the ISA whose code `fn` is (after fallback)
+  VecDotScaledFn scaled = nullptr;  // `fn` over up to four activation rows, or none
+};
 
 // The scaled kernel of `weight` in the best table, or nullptr where there is none.
 VecDotScaledFn vec_dot_scaled_kernel(QType weight);

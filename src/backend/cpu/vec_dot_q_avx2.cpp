@@ -282,14 +282,10 @@ float dot_mxfp4(const void* w, const void* x, int64_t n) {
 }  // namespace
 
 void add_avx2_block32_kernels(VecDotTable& table) {
-  table.kernels[int(QType::Q8_0)] = {dot_q8_0, CpuIsa::kAvx2};
-  table.kernels[int(QType::Q4_0)] = {dot_q4_0, CpuIsa::kAvx2};
-  table.kernels[int(QType::Q4_1)] = {dot_q4_1, CpuIsa::kAvx2};
-  table.scaled[int(QType::Q4_1)] = dot_q4_1_scaled;
-  table.scaled[int(QType::Q8_0)] = dot_q8_0_scaled;
-  table.scaled[int(QType::Q4_0)] = dot_q4_0_scaled;
-  table.scaled[int(QType::Q5_0)] = dot_q5_0_scaled;
-  table.kernels[int(QType::Q5_0)] = {dot_q5_0, CpuIsa::kAvx2};
+  table.kernels[int(QType::Q8_0)] = {dot_q8_0, CpuIsa::kAvx2, dot_q8_0_scaled};
+  table.kernels[int(QType::Q4_0)] = {dot_q4_0, CpuIsa::kAvx2, dot_q4_0_scaled};
+  table.kernels[int(QType::Q4_1)] = {dot_q4_1, CpuIsa::kAvx2, dot_q4_1_scaled};
+  table.kernels[int(QType::Q5_0)] = {dot_q5_0, CpuIsa::kAvx2, dot_q5_0_scaled};
   table.kernels[int(QType::Q5_1)] = {dot_q5_1, CpuIsa::kAvx2};
   table.kernels[int(QType::IQ4_NL)] = {dot_iq4_nl, CpuIsa::kAvx2};
   table.kernels[int(QType::MXFP4)] = {dot_mxfp4, CpuIsa::kAvx2};

@@ -130,16 +130,157 @@ float dot_mxfp4(const void* w, const void* x, int64_t n) {
       [&](int64_t ib) { return e8m0_half(wb[ib].e) * half_to_float(xb[ib].d); });
 }
 
+// The scaled kernels (VecDotScaledFn): up to kN activation rows against one weight row, each
+// row's accumulate_block_pairs steps on the same values — every weight pair unpacked once for
+// all rows, the activation block scales read as floats (half_to_float is exact, so the products
+// dw * dx are the single kernels' own). Bit-identical to the single kernels.
+template <int kN, class ActBlock, class Weights, class WeightScale>
+void scaled_block_pairs(const void* x, int64_t x_stride, const float* x_scales,
+                        int64_t scales_stride, int64_t n_blocks, Weights weights,
+                        WeightScale weight_scale, __m512 (&acc)[kN]) {
+  const auto* rows = static_cast<const uint8_t*>(x);  // [kN, x_stride]
+  const auto acts = [&](int t, int64_t ib) {
+    return loadu256(reinterpret_cast<const ActBlock*>(rows + t * x_stride)[ib].qs);
+  };
+  const auto dx = [&](int t, int64_t ib) { return x_scales[t * scales_stride + 2 * ib]; };
+  for (int t = 0; t < kN; ++t) acc[t] = _mm512_setzero_ps();
+  int64_t ib = 0;
+  for (; ib + 1 < n_blocks; ib += 2) {
+    const __m512i w = pair256(weights(ib), weights(ib + 1));
+    const float dw0 = weight_scale(ib), dw1 = weight_scale(ib + 1);
+    for (int t = 0; t < kN; ++t) {
+      const __m512i xv = pair256(acts(t, ib), acts(t, ib + 1));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_s8_s8(w, xv)),
+                               two_scales(dw0 * dx(t, ib), dw1 * dx(t, ib + 1)), acc[t]);
+    }
+  }
+  if (ib < n_blocks) {
+    const __m512i w = _mm512_zextsi256_si512(weights(ib));
+    const float dw0 = weight_scale(ib);
+    for (int t = 0; t < kN; ++t) {
+      const __m512i xv = _mm512_zextsi256_si512(acts(t, ib));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_s8_s8(w, xv)),
+                               two_scales(dw0 * dx(t, ib), 0.0f), acc[t]);
+    }
+  }
+}
+
+// The types read against Q8_0 activations (dot_q8_0, dot_q4_0, dot_q5_0).
+template <int kN, class Weights, class WeightScale>
+void scaled_against_q8_0(const void* x, int64_t x_stride, const float* x_scales,
+                         int64_t scales_stride, float* out, int64_t out_stride, int64_t n_blocks,
+                         Weights weights, WeightScale weight_scale) {
+  __m512 acc[kN];
+  scaled_block_pairs<kN, BlockQ8_0>(x, x_stride, x_scales, scales_stride, n_blocks, weights,
+                                    weight_scale, acc);
+  for (int t = 0; t < kN; ++t) out[t * out_stride] = _mm512_reduce_add_ps(acc[t]);
+}
+
+// n_x (1..4) as a template argument, so the accumulators stay in registers.
+template <class Weights, class WeightScale>
+void scaled_against_q8_0_any(const void* x, int64_t x_stride, const float* x_scales,
+                             int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
+                             int64_t n_blocks, Weights weights, WeightScale weight_scale) {
+  switch (n_x) {
+    case 4:
+      return scaled_against_q8_0<4>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
+                                    weights, weight_scale);
+    case 3:
+      return scaled_against_q8_0<3>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
+                                    weights, weight_scale);
+    case 2:
+      return scaled_against_q8_0<2>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
+                                    weights, weight_scale);
+    default:
+      return scaled_against_q8_0<1>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
+                                    weights, weight_scale);
+  }
+}
+
+void dot_q8_0_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
+                     int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
+                     int64_t n) {
+  const auto* wb = static_cast<const BlockQ8_0*>(w);  // [n / 32]
+  scaled_against_q8_0_any(
+      x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK8_0,
+      [&](int64_t ib) { return loadu256(wb[ib].qs); },
+      [&](int64_t ib) { return half_to_float(wb[ib].d); });
+}
+
+void dot_q4_0_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
+                     int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
+                     int64_t n) {
+  const auto* wb = static_cast<const BlockQ4_0*>(w);  // [n / 32]
+  scaled_against_q8_0_any(
+      x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK4_0,
+      [&](int64_t ib) { return _mm256_sub_epi8(unpack_nibbles(wb[ib].qs), _mm256_set1_epi8(8)); },
+      [&](int64_t ib) { return half_to_float(wb[ib].d); });
+}
+
+void dot_q5_0_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
+                     int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
+                     int64_t n) {
+  const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
+  scaled_against_q8_0_any(
+      x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK5_0,
+      [&](int64_t ib) {
+        const __m256i clear_high =
+            _mm256_andnot_si256(expand_bits(wb[ib].qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
+        return _mm256_or_si256(unpack_nibbles(wb[ib].qs), clear_high);
+      },
+      [&](int64_t ib) { return half_to_float(wb[ib].d); });
+}
+
+// Q4_1 against Q8_1: dot_q4_1's minimum sum (m * s per block, in block order) plus the pairs.
+template <int kN>
+void dot_q4_1_scaled_xn(const void* w, const void* x, int64_t x_stride, const float* x_scales,
+                        int64_t scales_stride, float* out, int64_t out_stride, int64_t n) {
+  const auto* wb = static_cast<const BlockQ4_1*>(w);  // [n / 32]
+  const int64_t n_blocks = n / kQK4_1;
+  float sum_min[kN];
+  for (int t = 0; t < kN; ++t) {
+    sum_min[t] = 0.0f;
+    for (int64_t ib = 0; ib < n_blocks; ++ib) {
+      sum_min[t] += half_to_float(wb[ib].m) * x_scales[t * scales_stride + 2 * ib + 1];
+    }
+  }
+  __m512 acc[kN];
+  scaled_block_pairs<kN, BlockQ8_1>(
+      x, x_stride, x_scales, scales_stride, n_blocks,
+      [&](int64_t ib) { return unpack_nibbles(wb[ib].qs); },
+      [&](int64_t ib) { return half_to_float(wb[ib].d); }, acc);
+  for (int t = 0; t < kN; ++t) out[t * out_stride] = sum_min[t] + _mm512_reduce_add_ps(acc[t]);
+}
+
+void dot_q4_1_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
+                     int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
+                     int64_t n) {
+  switch (n_x) {
+    case 4:
+      return dot_q4_1_scaled_xn<4>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
+    case 3:
+      return dot_q4_1_scaled_xn<3>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
+    case 2:
+      return dot_q4_1_scaled_xn<2>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
+    default:
+      return dot_q4_1_scaled_xn<1>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
+  }
+}
+
 }  // namespace
 
 void add_avx512_block32_kernels(VecDotTable& table) {
-  table.kernels[int(QType::Q8_0)] = {dot_q8_0, CpuIsa::kAvx512};
-  table.kernels[int(QType::Q4_0)] = {dot_q4_0, CpuIsa::kAvx512};
-  table.kernels[int(QType::Q4_1)] = {dot_q4_1, CpuIsa::kAvx512};
-  table.kernels[int(QType::Q5_0)] = {dot_q5_0, CpuIsa::kAvx512};
+  table.kernels[int(QType::Q8_0)] = {dot_q8_0, CpuIsa::kAvx512, dot_q8_0_scaled};
+  table.kernels[int(QType::Q4_0)] = {dot_q4_0, CpuIsa::kAvx512, dot_q4_0_scaled};
+  table.kernels[int(QType::Q4_1)] = {dot_q4_1, CpuIsa::kAvx512, dot_q4_1_scaled};
+  table.kernels[int(QType::Q5_0)] = {dot_q5_0, CpuIsa::kAvx512, dot_q5_0_scaled};
   table.kernels[int(QType::Q5_1)] = {dot_q5_1, CpuIsa::kAvx512};
   table.kernels[int(QType::IQ4_NL)] = {dot_iq4_nl, CpuIsa::kAvx512};
   table.kernels[int(QType::MXFP4)] = {dot_mxfp4, CpuIsa::kAvx512};
+  table.kernels[int(QType::Q8_0)] = {dot_q8_0, CpuIsa::kAvx512, dot_q8_0_scaled};
+  table.kernels[int(QType::Q4_0)] = {dot_q4_0, CpuIsa::kAvx512, dot_q4_0_scaled};
+  table.kernels[int(QType::Q4_1)] = {dot_q4_1, CpuIsa::kAvx512, dot_q4_1_scaled};
+  table.kernels[int(QType::Q5_0)] = {dot_q5_0, CpuIsa::kAvx512, dot_q5_0_scaled};
 }
 
 }  // namespace sluice::cpu

@@ -10,8 +10,7 @@ namespace sluice::cpu {
 inline constexpr int kVecDotSlots = 40;  // QType ids 0..39 (MXFP4 = 39) may have kernels
 
 struct VecDotTable {
-  VecDotKernel kernels[kVecDotSlots];   // [QType id]
-  VecDotScaledFn scaled[kVecDotSlots];  // [QType id]; only where it equals `kernels` calls
+  VecDotKernel kernels[kVecDotSlots];  // [QType id]
 };
 
 // Each overwrites the entries of the types its file implements. Call only when
