@@ -134,10 +134,19 @@ float dot_mxfp4(const void* w, const void* x, int64_t n) {
 // row's accumulate_block_pairs steps on the same values — every weight pair unpacked once for
 // all rows, the activation block scales read as floats (half_to_float is exact, so the products
 // dw * dx are the single kernels' own). Bit-identical to the single kernels.
-template <int kN, class ActBlock, class Weights, class WeightScale>
+// kUnsignedWeights: the weights are 0..15 (Q4_1), so dpbusd takes them as they are — the same
+// exact integer sums as dot4_s8_s8 without its sign handling.
+template <int kN, class ActBlock, bool kUnsignedWeights = false, class Weights, class WeightScale>
 void scaled_block_pairs(const void* x, int64_t x_stride, const float* x_scales,
                         int64_t scales_stride, int64_t n_blocks, Weights weights,
                         WeightScale weight_scale, __m512 (&acc)[kN]) {
+  const auto dot = [](__m512i w, __m512i xv) {
+    if constexpr (kUnsignedWeights) {
+      return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, xv);
+    } else {
+      return dot4_s8_s8(w, xv);
+    }
+  };
   const auto* rows = static_cast<const uint8_t*>(x);  // [kN, x_stride]
   const auto acts = [&](int t, int64_t ib) {
     return loadu256(reinterpret_cast<const ActBlock*>(rows + t * x_stride)[ib].qs);
@@ -150,7 +159,7 @@ void scaled_block_pairs(const void* x, int64_t x_stride, const float* x_scales,
     const float dw0 = weight_scale(ib), dw1 = weight_scale(ib + 1);
     for (int t = 0; t < kN; ++t) {
       const __m512i xv = pair256(acts(t, ib), acts(t, ib + 1));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_s8_s8(w, xv)),
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot(w, xv)),
                                two_scales(dw0 * dx(t, ib), dw1 * dx(t, ib + 1)), acc[t]);
     }
   }
@@ -159,8 +168,8 @@ void scaled_block_pairs(const void* x, int64_t x_stride, const float* x_scales,
     const float dw0 = weight_scale(ib);
     for (int t = 0; t < kN; ++t) {
       const __m512i xv = _mm512_zextsi256_si512(acts(t, ib));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot4_s8_s8(w, xv)),
-                               two_scales(dw0 * dx(t, ib), 0.0f), acc[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot(w, xv)), two_scales(dw0 * dx(t, ib), 0.0f),
+                               acc[t]);
     }
   }
 }
@@ -245,7 +254,7 @@ void dot_q4_1_scaled_xn(const void* w, const void* x, int64_t x_stride, const fl
     }
   }
   __m512 acc[kN];
-  scaled_block_pairs<kN, BlockQ8_1>(
+  scaled_block_pairs<kN, BlockQ8_1, true>(
       x, x_stride, x_scales, scales_stride, n_blocks,
       [&](int64_t ib) { return unpack_nibbles(wb[ib].qs); },
       [&](int64_t ib) { return half_to_float(wb[ib].d); }, acc);
