@@ -9,9 +9,26 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace sluice::cpu {
 namespace {  // NOLINT(cert-dcl59-cpp, google-build-namespaces): per-file copies, see above
+
+// f(std::integral_constant<int, n>{}) for n = n_x in 1..4: the scaled kernels take their row
+// count as a template argument, so that their accumulators stay in registers.
+template <class F>
+inline void with_row_count(int64_t n_x, F&& f) {
+  switch (n_x) {
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    default:
+      return f(std::integral_constant<int, 1>{});
+  }
+}
 
 inline float hsum_ps(__m256 v) {
   __m128 sum = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

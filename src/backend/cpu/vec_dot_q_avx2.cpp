@@ -124,16 +124,9 @@ void dot_q4_1_scaled_xn(const void* w, const void* x, int64_t x_stride, const fl
 void dot_q4_1_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
                      int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
                      int64_t n) {
-  switch (n_x) {
-    case 4:
-      return dot_q4_1_scaled_xn<4>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
-    case 3:
-      return dot_q4_1_scaled_xn<3>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
-    case 2:
-      return dot_q4_1_scaled_xn<2>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
-    default:
-      return dot_q4_1_scaled_xn<1>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
-  }
+  with_row_count(n_x, [&](auto rows) {
+    dot_q4_1_scaled_xn<rows.value>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
+  });
 }
 
 // The scaled kernels of the types read against Q8_0 activations: per block, the signed weight
@@ -158,25 +151,14 @@ void scaled_against_q8_0(const void* x, int64_t x_stride, const float* x_scales,
   for (int t = 0; t < kN; ++t) out[t * out_stride] = hsum_ps(acc[t]);
 }
 
-// n_x (1..4) as a template argument, so the accumulators stay in registers.
 template <typename WeightBytes, typename WeightScale>
 void scaled_against_q8_0_any(const void* x, int64_t x_stride, const float* x_scales,
                              int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
                              int64_t n_blocks, WeightBytes weights, WeightScale weight_scale) {
-  switch (n_x) {
-    case 4:
-      return scaled_against_q8_0<4>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
+  with_row_count(n_x, [&](auto rows) {
+    scaled_against_q8_0<rows.value>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
                                     weights, weight_scale);
-    case 3:
-      return scaled_against_q8_0<3>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
-                                    weights, weight_scale);
-    case 2:
-      return scaled_against_q8_0<2>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
-                                    weights, weight_scale);
-    default:
-      return scaled_against_q8_0<1>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
-                                    weights, weight_scale);
-  }
+  });
 }
 
 void dot_q8_0_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,

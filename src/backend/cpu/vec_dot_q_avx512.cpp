@@ -18,6 +18,16 @@ float e8m0_half(uint8_t e) {
   return value;
 }
 
+// The signed int8 weights of a Q4_0 / Q5_0 block (for the single and the scaled kernels).
+__m256i q4_0_weights(const BlockQ4_0& b) {
+  return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8));
+}
+__m256i q5_0_weights(const BlockQ5_0& b) {
+  const __m256i clear_high =
+      _mm256_andnot_si256(expand_bits(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
+  return _mm256_or_si256(unpack_nibbles(b.qs), clear_high);
+}
+
 // `weights(ib)`: block ib's 32 int8 weights; `acts(ib)`: its 32 int8 activations;
 // `scale(ib)`: the product of the two block scales. An odd last block pairs with zeros.
 template <class Weights, class Acts, class Scale>
@@ -51,8 +61,7 @@ float dot_q4_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ4_0*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
   return accumulate_block_pairs(
-      n / kQK4_0,
-      [&](int64_t ib) { return _mm256_sub_epi8(unpack_nibbles(wb[ib].qs), _mm256_set1_epi8(8)); },
+      n / kQK4_0, [&](int64_t ib) { return q4_0_weights(wb[ib]); },
       [&](int64_t ib) { return xb[ib].qs; },
       [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
 }
@@ -75,12 +84,7 @@ float dot_q5_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
   return accumulate_block_pairs(
-      n / kQK5_0,
-      [&](int64_t ib) {
-        const __m256i clear_high =
-            _mm256_andnot_si256(expand_bits(wb[ib].qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
-        return _mm256_or_si256(unpack_nibbles(wb[ib].qs), clear_high);
-      },
+      n / kQK5_0, [&](int64_t ib) { return q5_0_weights(wb[ib]); },
       [&](int64_t ib) { return xb[ib].qs; },
       [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
 }
@@ -185,25 +189,14 @@ void scaled_against_q8_0(const void* x, int64_t x_stride, const float* x_scales,
   for (int t = 0; t < kN; ++t) out[t * out_stride] = _mm512_reduce_add_ps(acc[t]);
 }
 
-// n_x (1..4) as a template argument, so the accumulators stay in registers.
 template <class Weights, class WeightScale>
 void scaled_against_q8_0_any(const void* x, int64_t x_stride, const float* x_scales,
                              int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
                              int64_t n_blocks, Weights weights, WeightScale weight_scale) {
-  switch (n_x) {
-    case 4:
-      return scaled_against_q8_0<4>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
+  with_row_count(n_x, [&](auto rows) {
+    scaled_against_q8_0<rows.value>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
                                     weights, weight_scale);
-    case 3:
-      return scaled_against_q8_0<3>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
-                                    weights, weight_scale);
-    case 2:
-      return scaled_against_q8_0<2>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
-                                    weights, weight_scale);
-    default:
-      return scaled_against_q8_0<1>(x, x_stride, x_scales, scales_stride, out, out_stride, n_blocks,
-                                    weights, weight_scale);
-  }
+  });
 }
 
 void dot_q8_0_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
@@ -222,7 +215,7 @@ void dot_q4_0_scaled(const void* w, const void* x, int64_t x_stride, const float
   const auto* wb = static_cast<const BlockQ4_0*>(w);  // [n / 32]
   scaled_against_q8_0_any(
       x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK4_0,
-      [&](int64_t ib) { return _mm256_sub_epi8(unpack_nibbles(wb[ib].qs), _mm256_set1_epi8(8)); },
+      [&](int64_t ib) { return q4_0_weights(wb[ib]); },
       [&](int64_t ib) { return half_to_float(wb[ib].d); });
 }
 
@@ -232,11 +225,7 @@ void dot_q5_0_scaled(const void* w, const void* x, int64_t x_stride, const float
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
   scaled_against_q8_0_any(
       x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK5_0,
-      [&](int64_t ib) {
-        const __m256i clear_high =
-            _mm256_andnot_si256(expand_bits(wb[ib].qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
-        return _mm256_or_si256(unpack_nibbles(wb[ib].qs), clear_high);
-      },
+      [&](int64_t ib) { return q5_0_weights(wb[ib]); },
       [&](int64_t ib) { return half_to_float(wb[ib].d); });
 }
 
@@ -264,16 +253,9 @@ void dot_q4_1_scaled_xn(const void* w, const void* x, int64_t x_stride, const fl
 void dot_q4_1_scaled(const void* w, const void* x, int64_t x_stride, const float* x_scales,
                      int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
                      int64_t n) {
-  switch (n_x) {
-    case 4:
-      return dot_q4_1_scaled_xn<4>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
-    case 3:
-      return dot_q4_1_scaled_xn<3>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
-    case 2:
-      return dot_q4_1_scaled_xn<2>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
-    default:
-      return dot_q4_1_scaled_xn<1>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
-  }
+  with_row_count(n_x, [&](auto rows) {
+    dot_q4_1_scaled_xn<rows.value>(w, x, x_stride, x_scales, scales_stride, out, out_stride, n);
+  });
 }
 
 }  // namespace
