@@ -84,6 +84,19 @@ inline __m256i expand_bits(const uint8_t* bits /*[4]*/) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
 
+// The 32 signed weights of a Q4_0 block (nibble - 8, -8..7) from its qs.
+inline __m256i q4_0_weights(const uint8_t* qs /*[16]*/) {
+  return _mm256_sub_epi8(unpack_nibbles(qs), _mm256_set1_epi8(8));
+}
+
+// The 32 signed weights of a Q5_0 block from its qs and qh: a clear fifth bit means value - 16,
+// i.e. 0xf0 OR-ed onto the nibble (two's complement).
+inline __m256i q5_0_weights(const uint8_t* qs /*[16]*/, const uint8_t* qh /*[4]*/) {
+  const __m256i clear_high =
+      _mm256_andnot_si256(expand_bits(qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
+  return _mm256_or_si256(unpack_nibbles(qs), clear_high);
+}
+
 // Per byte: bit `shift` of each byte of v, moved to bit 0 (srli_epi16 leaks bits across the
 // byte boundary only into positions the mask clears).
 inline __m256i byte_bit(__m256i v, int shift) {

@@ -68,13 +68,9 @@ float dot_q8_0(const void* w, const void* x, int64_t n) {
 float dot_q4_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ4_0*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
-  const __m256i eight = _mm256_set1_epi8(8);
   return accumulate_blocks_in_order(
       n / kQK4_0,
-      [&](int64_t ib) {
-        const __m256i q = _mm256_sub_epi8(unpack_nibbles(wb[ib].qs), eight);  // -8..7
-        return madd_s8_s8(q, loadu256(xb[ib].qs));
-      },
+      [&](int64_t ib) { return madd_s8_s8(q4_0_weights(wb[ib].qs), loadu256(xb[ib].qs)); },
       [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
 }
 
@@ -175,24 +171,19 @@ void dot_q4_0_scaled(const void* w, const void* x, int64_t x_stride, const float
                      int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
                      int64_t n) {
   const auto* wb = static_cast<const BlockQ4_0*>(w);  // [n / 32]
-  const __m256i eight = _mm256_set1_epi8(8);
   scaled_against_q8_0_any(
       x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK4_0,
-      [&](int64_t ib) { return _mm256_sub_epi8(unpack_nibbles(wb[ib].qs), eight); },
+      [&](int64_t ib) { return q4_0_weights(wb[ib].qs); },
       [&](int64_t ib) { return half_to_float(wb[ib].d); });
 }
 
-// Q5_0: a clear fifth bit means value - 16, i.e. 0xf0 OR-ed onto the nibble (two's complement).
 float dot_q5_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
-  const __m256i high = _mm256_set1_epi8(static_cast<char>(0xf0));
   return accumulate_blocks_in_order(
       n / kQK5_0,
       [&](int64_t ib) {
-        const __m256i bit_clear_high = _mm256_andnot_si256(expand_bits(wb[ib].qh), high);
-        const __m256i q = _mm256_or_si256(unpack_nibbles(wb[ib].qs), bit_clear_high);
-        return madd_s8_s8(q, loadu256(xb[ib].qs));
+        return madd_s8_s8(q5_0_weights(wb[ib].qs, wb[ib].qh), loadu256(xb[ib].qs));
       },
       [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
 }
@@ -201,13 +192,9 @@ void dot_q5_0_scaled(const void* w, const void* x, int64_t x_stride, const float
                      int64_t scales_stride, int64_t n_x, float* out, int64_t out_stride,
                      int64_t n) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
-  const __m256i high = _mm256_set1_epi8(static_cast<char>(0xf0));
   scaled_against_q8_0_any(
       x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK5_0,
-      [&](int64_t ib) {
-        const __m256i bit_clear_high = _mm256_andnot_si256(expand_bits(wb[ib].qh), high);
-        return _mm256_or_si256(unpack_nibbles(wb[ib].qs), bit_clear_high);
-      },
+      [&](int64_t ib) { return q5_0_weights(wb[ib].qs, wb[ib].qh); },
       [&](int64_t ib) { return half_to_float(wb[ib].d); });
 }
 

@@ -18,16 +18,6 @@ float e8m0_half(uint8_t e) {
   return value;
 }
 
-// The signed int8 weights of a Q4_0 / Q5_0 block (for the single and the scaled kernels).
-__m256i q4_0_weights(const BlockQ4_0& b) {
-  return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8));
-}
-__m256i q5_0_weights(const BlockQ5_0& b) {
-  const __m256i clear_high =
-      _mm256_andnot_si256(expand_bits(b.qh), _mm256_set1_epi8(static_cast<char>(0xf0)));
-  return _mm256_or_si256(unpack_nibbles(b.qs), clear_high);
-}
-
 // `weights(ib)`: block ib's 32 int8 weights; `acts(ib)`: its 32 int8 activations;
 // `scale(ib)`: the product of the two block scales. An odd last block pairs with zeros.
 template <class Weights, class Acts, class Scale>
@@ -61,7 +51,7 @@ float dot_q4_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ4_0*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
   return accumulate_block_pairs(
-      n / kQK4_0, [&](int64_t ib) { return q4_0_weights(wb[ib]); },
+      n / kQK4_0, [&](int64_t ib) { return q4_0_weights(wb[ib].qs); },
       [&](int64_t ib) { return xb[ib].qs; },
       [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
 }
@@ -84,7 +74,7 @@ float dot_q5_0(const void* w, const void* x, int64_t n) {
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
   const auto* xb = static_cast<const BlockQ8_0*>(x);  // [n / 32]
   return accumulate_block_pairs(
-      n / kQK5_0, [&](int64_t ib) { return q5_0_weights(wb[ib]); },
+      n / kQK5_0, [&](int64_t ib) { return q5_0_weights(wb[ib].qs, wb[ib].qh); },
       [&](int64_t ib) { return xb[ib].qs; },
       [&](int64_t ib) { return half_to_float(wb[ib].d) * half_to_float(xb[ib].d); });
 }
@@ -215,7 +205,7 @@ void dot_q4_0_scaled(const void* w, const void* x, int64_t x_stride, const float
   const auto* wb = static_cast<const BlockQ4_0*>(w);  // [n / 32]
   scaled_against_q8_0_any(
       x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK4_0,
-      [&](int64_t ib) { return q4_0_weights(wb[ib]); },
+      [&](int64_t ib) { return q4_0_weights(wb[ib].qs); },
       [&](int64_t ib) { return half_to_float(wb[ib].d); });
 }
 
@@ -225,7 +215,7 @@ void dot_q5_0_scaled(const void* w, const void* x, int64_t x_stride, const float
   const auto* wb = static_cast<const BlockQ5_0*>(w);  // [n / 32]
   scaled_against_q8_0_any(
       x, x_stride, x_scales, scales_stride, n_x, out, out_stride, n / kQK5_0,
-      [&](int64_t ib) { return q5_0_weights(wb[ib]); },
+      [&](int64_t ib) { return q5_0_weights(wb[ib].qs, wb[ib].qh); },
       [&](int64_t ib) { return half_to_float(wb[ib].d); });
 }
 
