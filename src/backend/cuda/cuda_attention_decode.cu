@@ -36,6 +36,12 @@ __device__ __forceinline__ void halves_to_floats(const uint4& raw, float (&out)[
   }
 }
 
+// The ring cell of a position: the 64-bit modulo (a software routine of ~70 instructions, which
+// the compiler hoists out of the branches that need it) only once the ring has wrapped.
+__device__ __forceinline__ int64_t cell_of(int64_t position, int64_t capacity) {
+  return position < capacity ? position : position % capacity;
+}
+
 // 16 bytes global -> shared without passing through registers (Ampere+ cp.async; .cg: L2 only,
 // the cells are read once).
 __device__ __forceinline__ void copy_async_16(void* shared_dst, const void* global_src) {
@@ -93,6 +99,7 @@ __global__ void __launch_bounds__(kThreads, decode_min_blocks(kThreads, R))
   // instructions each, in every row's index and every cell's ring slot) made a decode call on a
   // few cells cost 11 µs of instructions.
   __shared__ int64_t row_pos[R], row_first[R], row_out[R];
+  __shared__ int row_head[R];  // the query head (sinks: no 64-bit modulo of row_out)
   const int group = int(p.group);
   const int k_group = tid / kLanesK, k_lane = tid % kLanesK;
   float q[R][8];
@@ -120,7 +127,8 @@ __global__ void __launch_bounds__(kThreads, decode_min_blocks(kThreads, R))
     row_sum[tid] = 0.0f;
     row_pos[tid] = pos0 + t;
     row_first[tid] = first_visible(p, row_pos[tid]);
-    row_out[tid] = int64_t(t) * p.n_head + kv_head * group + (row - t * group);
+    row_head[tid] = int(kv_head) * group + (row - t * group);
+    row_out[tid] = int64_t(t) * p.n_head + row_head[tid];
   }
 
   // This block's cells: what its rows see, this split's share of it.
@@ -135,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, decode_min_blocks(kThreads, R))
   const auto issue_tile = [&](int t) {
     const int64_t tile = lo + int64_t(t) * kT;
     const int n_in = hi - tile + 1 < kT ? int(hi - tile + 1) : kT;
-    const int64_t tile_cell = tile % p.capacity;  // cell j: ring_cell (j < n_in <= capacity)
+    const int64_t tile_cell = cell_of(tile, p.capacity);  // cell j: ring_cell (j < n_in)
     __half* k_dst = k_stage[t & 1];
     __half* v_dst = v_stage[t & 1];
 #pragma unroll
@@ -285,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, decode_min_blocks(kThreads, R))
       float l = row_sum[r];
       float factor = 1.0f;
       if (p.sinks != nullptr) {
-        const float sink = p.sinks[out_row % p.n_head];
+        const float sink = p.sinks[row_head[r]];
         const float new_max = fmaxf(m, sink);
         factor = expf(m - new_max);
         l = l * factor + expf(sink - new_max);
@@ -296,17 +304,17 @@ __global__ void __launch_bounds__(kThreads, decode_min_blocks(kThreads, R))
   }
 }
 
-// 128 threads a block, or 256 with SLUICE_DECODE_THREADS=256 (opt-in until the real models'
-// parity test has run with it: the cell groups sum in another order; README.md, "Decode").
+// 256 threads a block (each warp half a tile's cells: a one-tile split's chain of instructions
+// is shorter), or 128 with SLUICE_DECODE_THREADS=128 (an A/B switch; README.md, "Decode").
 template <int DK, int DV>
 void launch_rows(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
-  static const bool wide = [] {
+  static const bool narrow = [] {
     const char* v = std::getenv("SLUICE_DECODE_THREADS");
-    return v != nullptr && std::strcmp(v, "256") == 0;
+    return v != nullptr && std::strcmp(v, "128") == 0;
   }();
   const auto kernel =
-      wide ? decode_kernel<DK, DV, kDecodeRows, 256> : decode_kernel<DK, DV, kDecodeRows, 128>;
-  check(launch_chained(kernel, grid, dim3(wide ? 256 : 128), 0, stream, p),
+      narrow ? decode_kernel<DK, DV, kDecodeRows, 128> : decode_kernel<DK, DV, kDecodeRows, 256>;
+  check(launch_chained(kernel, grid, dim3(narrow ? 128 : 256), 0, stream, p),
         "attention decode kernel");
 }
 
