@@ -333,16 +333,22 @@ void launch_combine(const AttentionParams& p, cudaStream_t stream) {
 // split (a block's partials, ~2 KB, are still an eighth of a tile's 16 KB of cells). Two tiles
 // per split, the earlier rule, left short spans half the blocks, each walking its tiles in turn:
 // one tile each decoded 4.6-5.8% faster (8B and Qwen3-30B-A3B tg128 on the H200; see
-// docs/BENCHMARKS.md).
+// docs/BENCHMARKS.md). A span too short for the wanted splits takes blocks of fewer rows.
 // The split is planned for the span's bucket (planned_span), whatever the position.
 void launch_decode(AttentionParams p, const AttentionDevice& device, DeviceBuffer& scratch,
                    cudaStream_t stream) {
   const int64_t rows_total = p.n_tokens * p.group;
-  p.rows_per_block = kDecodeRows;
-  const int64_t row_blocks = (rows_total + p.rows_per_block - 1) / p.rows_per_block;
-  const int64_t base_blocks = row_blocks * p.n_head_kv;
-  const int64_t wanted = (8 * int64_t(device.multiprocessors) + base_blocks - 1) / base_blocks;
-  plan_splits(p, planned_span(p.pos0, p.n_tokens, p.window), wanted, decode_tile_cells(p.dk), 1);
+  const int64_t tile = decode_tile_cells(p.dk);
+  int64_t row_blocks = 0;
+  for (const int rows : {kDecodeRows, kDecodeRowsShortSpan}) {  // cuda_attention_params.h
+    p.rows_per_block = rows;
+    row_blocks = (rows_total + rows - 1) / rows;
+    const int64_t base_blocks = row_blocks * p.n_head_kv;
+    const int64_t wanted = (8 * int64_t(device.multiprocessors) + base_blocks - 1) / base_blocks;
+    plan_splits(p, planned_span(p.pos0, p.n_tokens, p.window), wanted, tile, 1);
+    const bool short_span = p.n_splits < wanted && p.split_len == tile;
+    if (!short_span || rows_total <= kDecodeRowsShortSpan) break;
+  }
   if (p.n_splits > 1) reserve_partials(p, scratch, stream);
   launch_decode_attention(
       p, dim3(unsigned(row_blocks), unsigned(p.n_head_kv), unsigned(p.n_splits)), stream);

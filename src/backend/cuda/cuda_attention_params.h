@@ -56,6 +56,13 @@ __host__ __device__ constexpr int decode_tile_cells(int64_t head_dim) {
 // KV chunk for two blocks of 4 rows (adjacent in the grid: the second read probably hits L2) was
 // faster on the H200 (gpt-oss-like 64/8 × 64 over 32k cells: 108 µs vs 143 µs).
 constexpr int kDecodeRows = 4;
+// ... and 2 when the cells are too few to split into the blocks the GPU wants (every split a
+// single tile): twice the blocks, each warp half the rows' work (a shorter chain of dependent
+// instructions, which is what a short span's attention waits for), the tile's second read an L2
+// hit. A row's arithmetic does not depend on the rows beside it: the same bits. H200, tg128:
+// synthetic 8B +2.3%, Qwen3-30B-A3B +2–4% (docs/BENCHMARKS.md, session 20; 1 row a block
+// measured the same as 2).
+constexpr int kDecodeRowsShortSpan = 2;
 constexpr int64_t kDecodeMaxTokens = 8;  // more tokens: the prefill kernel (reads K/V once)
 
 // The F16 decode kernel (cuda_attention_decode.cu) takes the call when this is true: at most
