@@ -313,11 +313,10 @@ void launch_rows(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
     return v != nullptr && std::strcmp(v, "128") == 0;
   }();
   const bool few_rows = p.rows_per_block == kDecodeRowsShortSpan;
-  const auto kernel =
-      few_rows ? (narrow ? decode_kernel<DK, DV, kDecodeRowsShortSpan, 128>
-                         : decode_kernel<DK, DV, kDecodeRowsShortSpan, 256>)
-               : (narrow ? decode_kernel<DK, DV, kDecodeRows, 128>
-                         : decode_kernel<DK, DV, kDecodeRows, 256>);
+  const auto kernel = few_rows ? (narrow ? decode_kernel<DK, DV, kDecodeRowsShortSpan, 128>
+                                         : decode_kernel<DK, DV, kDecodeRowsShortSpan, 256>)
+                               : (narrow ? decode_kernel<DK, DV, kDecodeRows, 128>
+                                         : decode_kernel<DK, DV, kDecodeRows, 256>);
   check(launch_chained(kernel, grid, dim3(narrow ? 128 : 256), 0, stream, p),
         "attention decode kernel");
 }
