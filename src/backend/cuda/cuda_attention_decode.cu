@@ -1,6 +1,7 @@
 // Decode attention over an F16 KV cache, written to run at memory bandwidth (split-K
-// flash-decoding). A block owns one KV head, 4 (token, query head) rows of its GQA group and one
-// chunk of the cells (the split); larger groups take several blocks per chunk, adjacent in the
+// flash-decoding). A block of 256 threads owns one KV head, 4 (token, query head) rows of its GQA
+// group (2 on short spans: cuda_attention_params.h) and one chunk of the cells (the split);
+// larger groups take several blocks per chunk, adjacent in the
 // grid so that the chunk probably comes from DRAM once. Per tile (8 KB of K and of V, double
 // buffered in shared memory by cp.async so that tile t+1 loads while tile t is computed):
 //   1. scores: a cell's K row is read by DK/8 lanes with one 16-byte shared load each; each lane
@@ -15,8 +16,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/cuda/cuda_attention_params.h"
 #include "backend/cuda/cuda_check.h"
@@ -304,20 +303,16 @@ __global__ void __launch_bounds__(kThreads, decode_min_blocks(kThreads, R))
   }
 }
 
-// 256 threads a block (each warp half a tile's cells: a one-tile split's chain of instructions
-// is shorter), or 128 with SLUICE_DECODE_THREADS=128 (an A/B switch; README.md, "Decode").
+// 256 threads a block: each warp takes half a tile's cells, so a one-tile split's chain of
+// instructions is shorter than with 128 (README.md, "Decode"; docs/BENCHMARKS.md, session 20).
+constexpr int kDecodeThreads = 256;
+
 template <int DK, int DV>
 void launch_rows(const AttentionParams& p, dim3 grid, cudaStream_t stream) {
-  static const bool narrow = [] {
-    const char* v = std::getenv("SLUICE_DECODE_THREADS");
-    return v != nullptr && std::strcmp(v, "128") == 0;
-  }();
-  const bool few_rows = p.rows_per_block == kDecodeRowsShortSpan;
-  const auto kernel = few_rows ? (narrow ? decode_kernel<DK, DV, kDecodeRowsShortSpan, 128>
-                                         : decode_kernel<DK, DV, kDecodeRowsShortSpan, 256>)
-                               : (narrow ? decode_kernel<DK, DV, kDecodeRows, 128>
-                                         : decode_kernel<DK, DV, kDecodeRows, 256>);
-  check(launch_chained(kernel, grid, dim3(narrow ? 128 : 256), 0, stream, p),
+  const auto kernel = p.rows_per_block == kDecodeRowsShortSpan
+                          ? decode_kernel<DK, DV, kDecodeRowsShortSpan, kDecodeThreads>
+                          : decode_kernel<DK, DV, kDecodeRows, kDecodeThreads>;
+  check(launch_chained(kernel, grid, dim3(kDecodeThreads), 0, stream, p),
         "attention decode kernel");
 }
 
