@@ -52,11 +52,17 @@ void quantize_activations_q8_1(const float* src, void* dst, int64_t n) {
 }
 
 QuantizeFn activation_quantizer(QType activation_type) {
+  static const CpuIsa isa = isa_supported(CpuIsa::kAvx2) ? CpuIsa::kAvx2 : CpuIsa::kScalar;
+  return activation_quantizer(activation_type, isa);
+}
+
+QuantizeFn activation_quantizer(QType activation_type, CpuIsa isa) {
+  const bool avx2 = isa != CpuIsa::kScalar;
   switch (activation_type) {
     case QType::Q8_0:
-      return quantize_activations_q8_0;
+      return avx2 ? quantize_activations_q8_0_avx2 : quantize_activations_q8_0;
     case QType::Q8_1:
-      return quantize_activations_q8_1;
+      return avx2 ? quantize_activations_q8_1_avx2 : quantize_activations_q8_1;
     default:
       return quantizer_of(activation_type);
   }

@@ -7,13 +7,20 @@
 
 #include <cstdint>
 
+#include "backend/cpu/vec_dot.h"
 #include "quant/quantize.h"
 
 namespace sluice::cpu {
 
+// The quantizer of `activation_type`: for Q8_0 / Q8_1 the AVX2 one where the CPU has it (the
+// same bytes), or the one of `isa` (the tests compare them; kAvx2 needs isa_supported).
 QuantizeFn activation_quantizer(QType activation_type);
+QuantizeFn activation_quantizer(QType activation_type, CpuIsa isa);
 
 void quantize_activations_q8_0(const float* src, void* dst, int64_t n);
 void quantize_activations_q8_1(const float* src, void* dst, int64_t n);
+// activation_quantize_avx2.cpp.
+void quantize_activations_q8_0_avx2(const float* src, void* dst, int64_t n);
+void quantize_activations_q8_1_avx2(const float* src, void* dst, int64_t n);
 
 }  // namespace sluice::cpu

@@ -3,6 +3,7 @@
 #include "backend/cpu/silu.h"
 
 #include "backend/cpu/exp_polynomial.h"
+#include "backend/cpu/vec_dot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,12 @@
 namespace sluice::cpu {
 
 void swiglu_rows(float* gate, const float* up, int64_t n_rows, int64_t n_cols) {
+  static const bool avx2 = isa_supported(CpuIsa::kAvx2);
+  if (avx2) return swiglu_rows_avx2(gate, up, n_rows, n_cols);
+  swiglu_rows_scalar(gate, up, n_rows, n_cols);
+}
+
+void swiglu_rows_scalar(float* gate, const float* up, int64_t n_rows, int64_t n_cols) {
   const int64_t n_vector = n_cols & ~int64_t(7);
   for (int64_t r = 0; r < n_rows; ++r) {
     float* g = gate + r * n_cols;

@@ -8,8 +8,13 @@
 
 namespace sluice::cpu {
 
-// gate[i] = silu(gate[i]) * up[i] for rows of n_cols (groups of 8 from each row's start).
+// gate[i] = silu(gate[i]) * up[i] for rows of n_cols (groups of 8 from each row's start), with
+// AVX2 where the CPU has it (the same bits).
 void swiglu_rows(float* gate, const float* up, int64_t n_rows, int64_t n_cols);
+// The element-wise loop, and the AVX2 one (silu_avx2.cpp; only where isa_supported(kAvx2)):
+// what swiglu_rows chooses between, for the tests that compare them.
+void swiglu_rows_scalar(float* gate, const float* up, int64_t n_rows, int64_t n_cols);
+void swiglu_rows_avx2(float* gate, const float* up, int64_t n_rows, int64_t n_cols);
 
 // tanh-approximated GELU, exactly: 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))).
 float gelu_tanh(float x);
