@@ -13,7 +13,8 @@
 namespace sluice::cpu {
 
 // The quantizer of `activation_type`: for Q8_0 / Q8_1 the AVX2 one where the CPU has it (the
-// same bytes), or the one of `isa` (the tests compare them; kAvx2 needs isa_supported).
+// same bytes). With `isa`: kScalar the scalar loops, kAvx2 or kAvx512 the AVX2 ones (the tests
+// compare them; isa_supported(kAvx2) must hold for the latter).
 QuantizeFn activation_quantizer(QType activation_type);
 QuantizeFn activation_quantizer(QType activation_type, CpuIsa isa);
 
