@@ -25,49 +25,14 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/quant_int8_matvec.cuh"
+#include "cuda_probe_weights.cuh"
 
 namespace layer_probe {
 
-using namespace sluice::cuda;
-using namespace sluice::cuda::quant;
-constexpr sluice::QType kType = sluice::QType::Q4_K;
-constexpr int kLayers = 32, kProducts = 4;
-constexpr int64_t kRows[kProducts] = {6144, 4096, 28672, 4096};
-constexpr int64_t kCols[kProducts] = {4096, 4096, 4096, 14336};
+using namespace probe;
 
-int64_t row_bytes(int64_t cols) {
-  return cols / 256 * 144;
-}
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
-  }
-}
-
-__global__ void fill_random(uint32_t* p, int64_t n, uint32_t seed) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 15, x *= 2246822519u, x ^= x >> 13;
-    p[i] = x & 0x3bff3bffu;  // keeps every f16 scale finite
-  }
-}
-
-__device__ __forceinline__ uint64_t now_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-struct Product {
-  const uint8_t* w;
-  float* y;
+struct Product : Matrix {
   uint64_t* stamps;  // not nullptr: block 0 records [entry, after the wait]
-  int64_t n_rows, n_cols, row_bytes;
-  QuantizedRows q;
 };
 
 // kPrefetch: lane 0 asks L2 for the warp's row (one bulk prefetch) before waiting for the
@@ -88,33 +53,6 @@ __global__ void __launch_bounds__(128) product_kernel(Product p) {
   if (p.stamps != nullptr && blockIdx.x == 0 && threadIdx.x == 0) p.stamps[1] = now_ns();
   int8_matvec_row<kType, 1>(p.w + row * p.row_bytes, p.q, p.n_cols, p.y + row, 1);
   allow_dependent_launch();
-}
-
-// What a decode step runs between two products: one block that waits for the product, lets the
-// next kernel launch, then either spins for spin_ns or reads the product's 4096 outputs, sums
-// their squares and writes them scaled (a norm's shape).
-__global__ void __launch_bounds__(256)
-    small_kernel(const float* x, float* out, int64_t spin_ns, uint64_t* stamps) {
-  wait_for_prerequisite();
-  allow_dependent_launch();
-  if (stamps != nullptr && threadIdx.x == 0) stamps[0] = now_ns();
-  if (spin_ns > 0) {
-    const uint64_t t0 = now_ns();
-    while (now_ns() - t0 < uint64_t(spin_ns)) {
-    }
-    if (stamps != nullptr && threadIdx.x == 0) stamps[1] = now_ns();
-    return;
-  }
-  __shared__ float partial[8];
-  float v[16], ss = 0.0f;
-  for (int j = 0; j < 16; ++j) v[j] = x[threadIdx.x + 256 * j], ss += v[j] * v[j];
-  for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < 8; ++w) total += partial[w];
-  const float r = rsqrtf(total / 4096.0f + 1e-5f);
-  for (int j = 0; j < 16; ++j) out[threadIdx.x + 256 * j] = v[j] * r;
 }
 
 __global__ void __launch_bounds__(128)
@@ -139,32 +77,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: cuda_layer_probe [steps >= 1]\n");
     return 2;
   }
-  // Weights of every layer, quantized activations for both widths, outputs.
-  std::vector<Product> products;
   int64_t weight_bytes = 0;
-  void* act[2];
-  for (int a = 0; a < 2; ++a) {
-    const int64_t cols = a == 0 ? 4096 : 14336;
-    const int64_t bytes = quantized_rows_bytes(1, cols, 256);
-    check(cudaMalloc(&act[a], bytes), "activations");
-    fill_random<<<256, 256>>>(static_cast<uint32_t*>(act[a]), bytes / 4, 7u + a);
-  }
-  for (int l = 0; l < kLayers; ++l) {
-    for (int i = 0; i < kProducts; ++i) {
-      Product p{};
-      p.n_rows = kRows[i], p.n_cols = kCols[i], p.row_bytes = row_bytes(kCols[i]);
-      void* w = nullptr;
-      void* y = nullptr;
-      check(cudaMalloc(&w, p.n_rows * p.row_bytes), "weights");
-      check(cudaMalloc(&y, p.n_rows * sizeof(float)), "outputs");
-      fill_random<<<1024, 256>>>(static_cast<uint32_t*>(w), p.n_rows * p.row_bytes / 4,
-                                 uint32_t(l * 8 + i));
-      p.w = static_cast<const uint8_t*>(w), p.y = static_cast<float*>(y);
-      p.q = split_scratch(act[kCols[i] == 4096 ? 0 : 1], 1, p.n_cols, 256);
-      weight_bytes += p.n_rows * p.row_bytes;
-      products.push_back(p);
-    }
-  }
+  std::vector<Product> products;
+  for (const Matrix& m : make_step(&weight_bytes)) products.push_back(Product{m, nullptr});
   Product* d_products = nullptr;
   check(cudaMalloc(&d_products, products.size() * sizeof(Product)), "product list");
   check(cudaMemcpy(d_products, products.data(), products.size() * sizeof(Product),
@@ -174,29 +89,8 @@ int main(int argc, char** argv) {
 
   cudaStream_t stream;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start), cudaEventCreate(&stop);
-  const auto time_ms = [&](auto&& enqueue) {
-    enqueue();  // warm-up
-    check(cudaStreamSynchronize(stream), "warm-up");
-    cudaEventRecord(start, stream);
-    for (int s = 0; s < steps; ++s) enqueue();
-    cudaEventRecord(stop, stream);
-    check(cudaEventSynchronize(stop), "timed steps");
-    float ms = 0.0f;
-    cudaEventElapsedTime(&ms, start, stop);
-    return double(ms) / steps;
-  };
-
-  // Device-to-device copy of 1 GiB, counted as bytes read + written (as bench/cuda_vs_llamacpp.py).
-  void *a = nullptr, *b = nullptr;
-  const size_t copy_bytes = size_t(1) << 30;
-  check(cudaMalloc(&a, copy_bytes), "copy buffer"),
-      check(cudaMalloc(&b, copy_bytes), "copy buffer");
-  const double copy_ms =
-      time_ms([&] { cudaMemcpyAsync(b, a, copy_bytes, cudaMemcpyDeviceToDevice, stream); });
-  const double copy_gbps = 2.0 * double(copy_bytes) / copy_ms / 1e6;
-  cudaFree(a), cudaFree(b);
+  const auto time_ms = [&](auto&& enqueue) { return probe::time_ms(stream, steps, enqueue); };
+  const double copy_gbps = copy_rate_gbps(stream, steps);
 
   // launches: one dependent launch per product, captured as a graph; optionally a small kernel
   // after each product (spin_ns > 0: a spin of that long; 0: the norm-shaped body; < 0: none).
