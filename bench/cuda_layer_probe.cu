@@ -72,11 +72,7 @@ __global__ void __launch_bounds__(128)
 
 int main(int argc, char** argv) {
   using namespace layer_probe;
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 20;
-  if (steps < 1 || argc > 2) {
-    std::fprintf(stderr, "usage: cuda_layer_probe [steps >= 1]\n");
-    return 2;
-  }
+  const int steps = steps_argument(argc, argv, "cuda_layer_probe");
   int64_t weight_bytes = 0;
   std::vector<Product> products;
   for (const Matrix& m : make_step(&weight_bytes)) products.push_back(Product{m, nullptr});

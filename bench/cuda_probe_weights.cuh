@@ -111,6 +111,17 @@ inline std::vector<Matrix> make_step(int64_t* weight_bytes) {
   return step;
 }
 
+// The probes' one optional argument, the step count (default 20); exits with a usage line on
+// anything else.
+inline int steps_argument(int argc, char** argv, const char* name) {
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 20;
+  if (steps < 1 || argc > 2) {
+    std::fprintf(stderr, "usage: %s [steps >= 1]\n", name);
+    std::exit(2);
+  }
+  return steps;
+}
+
 // Milliseconds per call of enqueue() on `stream`: one warm-up, then `calls` timed by events.
 template <class Enqueue>
 double time_ms(cudaStream_t stream, int calls, Enqueue&& enqueue) {

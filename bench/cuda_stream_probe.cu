@@ -293,11 +293,7 @@ __global__ void __launch_bounds__(32 * (kWarps + 1), kWarps <= 8 ? 2 : 1)
 
 int main(int argc, char** argv) {
   using namespace stream_probe;
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 20;
-  if (steps < 1 || argc > 2) {
-    std::fprintf(stderr, "usage: cuda_stream_probe [steps >= 1]\n");
-    return 2;
-  }
+  const int steps = steps_argument(argc, argv, "cuda_stream_probe");
   int major = 0;
   check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), "device");
   if (major < 9) {
