@@ -95,28 +95,23 @@ int main(int argc, char** argv) {
   uint64_t* stamps = nullptr;
   check(cudaMalloc(&stamps, products.size() * 4 * sizeof(uint64_t)), "stamps");
   const auto graph_ms = [&](bool prefetch, int64_t spin_ns, bool stamped = false) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
-    for (size_t i = 0; i < products.size(); ++i) {
-      Product p = products[i];
-      if (stamped) p.stamps = stamps + 4 * i;
-      const dim3 grid(unsigned((p.n_rows + 3) / 4));
-      check(prefetch ? launch_dependent(product_kernel<true>, grid, dim3(128), 0, stream, true, p)
-                     : launch_dependent(product_kernel<false>, grid, dim3(128), 0, stream, true, p),
-            "product launch");
-      if (spin_ns >= 0) {
-        check(launch_dependent(small_kernel, dim3(1), dim3(256), 0, stream, true,
-                               static_cast<const float*>(p.y), small_out, spin_ns,
-                               stamped ? stamps + 4 * i + 2 : nullptr),
-              "small launch");
+    return graph_time_ms(stream, steps, [&] {
+      for (size_t i = 0; i < products.size(); ++i) {
+        Product p = products[i];
+        if (stamped) p.stamps = stamps + 4 * i;
+        const dim3 grid(unsigned((p.n_rows + 3) / 4));
+        check(prefetch
+                  ? launch_dependent(product_kernel<true>, grid, dim3(128), 0, stream, true, p)
+                  : launch_dependent(product_kernel<false>, grid, dim3(128), 0, stream, true, p),
+              "product launch");
+        if (spin_ns >= 0) {
+          check(launch_dependent(small_kernel, dim3(1), dim3(256), 0, stream, true,
+                                 static_cast<const float*>(p.y), small_out, spin_ns,
+                                 stamped ? stamps + 4 * i + 2 : nullptr),
+                "small launch");
+        }
       }
-    }
-    check(cudaStreamEndCapture(stream, &graph), "capture");
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    const double ms = time_ms([&] { cudaGraphLaunch(exec, stream); });
-    cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
-    return ms;
+    });
   };
   const double launches_ms = graph_ms(false, -1);
 

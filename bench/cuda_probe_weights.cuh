@@ -139,6 +139,20 @@ double time_ms(cudaStream_t stream, int calls, Enqueue&& enqueue) {
   return double(ms) / calls;
 }
 
+// Milliseconds per replay of the graph that record() enqueues on `stream` (captured once).
+template <class Record>
+double graph_time_ms(cudaStream_t stream, int calls, Record&& record) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
+  record();
+  check(cudaStreamEndCapture(stream, &graph), "capture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  const double ms = time_ms(stream, calls, [&] { cudaGraphLaunch(exec, stream); });
+  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
+  return ms;
+}
+
 // Device-to-device copy of 1 GiB, counted as bytes read + written.
 inline double copy_rate_gbps(cudaStream_t stream, int calls) {
   void *a = nullptr, *b = nullptr;

@@ -352,22 +352,17 @@ int main(int argc, char** argv) {
   float* small_out = nullptr;
   check(cudaMalloc(&small_out, 4096 * sizeof(float)), "small kernel output");
   const auto chained = [&](const char* name, auto&& launch_product, int64_t spin_ns) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "capture");
-    for (const Matrix& m : step) {
-      launch_product(m);
-      if (spin_ns >= 0) {
-        check(launch_dependent(small_kernel, dim3(1), dim3(256), 0, stream, true,
-                               static_cast<const float*>(m.y), small_out, spin_ns,
-                               static_cast<uint64_t*>(nullptr)),
-              "small launch");
+    const double ms = graph_time_ms(stream, steps, [&] {
+      for (const Matrix& m : step) {
+        launch_product(m);
+        if (spin_ns >= 0) {
+          check(launch_dependent(small_kernel, dim3(1), dim3(256), 0, stream, true,
+                                 static_cast<const float*>(m.y), small_out, spin_ns,
+                                 static_cast<uint64_t*>(nullptr)),
+                "small launch");
+        }
       }
-    }
-    check(cudaStreamEndCapture(stream, &graph), "capture");
-    check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
-    const double ms = time_ms(stream, steps, [&] { cudaGraphLaunch(exec, stream); });
-    cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
+    });
     const double gbps = weight_bytes / ms / 1e6;
     std::printf("chained %-28s small kernel %-6s %7.3f ms/step %7.0f GB/s %5.1f%% of copy\n", name,
                 spin_ns < 0       ? "none"
